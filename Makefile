@@ -1,0 +1,75 @@
+# rlc build. `make` builds build/rlc and build/librlc.a; `make test` runs the suite;
+# `make SAN=1 test` builds into build-san/ with AddressSanitizer + UndefinedBehaviorSanitizer.
+CC      ?= cc
+SAN     ?= 0
+MPI     ?= auto
+BUILD   := $(if $(filter 1,$(SAN)),build-san,build)
+
+# MPI: built in when mpicc is found (MPI=auto), or forced on/off with MPI=1 / MPI=0.
+ifeq ($(MPI),auto)
+  MPI := $(if $(shell command -v mpicc 2>/dev/null),1,0)
+endif
+
+WARN    := -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare -Wshadow=local -Wvla
+OPT     := -O3 -march=native -fno-math-errno -fno-trapping-math
+CFLAGS  += -std=c11 -D_GNU_SOURCE -g $(WARN) -fopenmp -Isrc -I/usr/include/x86_64-linux-gnu/openblas-openmp
+LDLIBS  += -L/usr/lib/x86_64-linux-gnu/openblas-openmp -Wl,-rpath,/usr/lib/x86_64-linux-gnu/openblas-openmp -lopenblas -lcjson -lyaml -lpcre2-8 -lutf8proc -lm -lpthread
+ifeq ($(SAN),1)
+  OPT     := -O1 -march=native -fno-omit-frame-pointer
+  CFLAGS  += -fsanitize=address,undefined -fno-sanitize-recover=undefined
+  LDFLAGS += -fsanitize=address,undefined
+endif
+ifeq ($(MPI),1)
+  MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
+  MPI_LIBS   := $(shell mpicc --showme:link 2>/dev/null)
+  CFLAGS += -DRLC_WITH_MPI $(MPI_CFLAGS)
+  LDLIBS += $(MPI_LIBS)
+endif
+CFLAGS += $(OPT)
+
+LIB_SRC  := $(filter-out src/cli/%,$(wildcard src/*/*.c))
+CLI_SRC  := $(wildcard src/cli/*.c)
+TEST_SRC := $(wildcard tests/test_*.c)
+BENCH_SRC:= $(wildcard bench/bench_*.c)
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
+TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+BENCH_BIN:= $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+TESTLIB  := $(BUILD)/obj/tests/testlib.o
+
+.PHONY: all test bench deps clean demo
+all: $(BUILD)/rlc $(BUILD)/librlc.a $(TEST_BIN) $(BENCH_BIN)
+
+deps:
+	scripts/install-deps.sh
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/librlc.a: $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/rlc: $(CLI_OBJ) $(BUILD)/librlc.a
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/librlc.a $(LDLIBS)
+
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TESTLIB) $(BUILD)/librlc.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(TESTLIB) $(BUILD)/librlc.a $(LDLIBS)
+
+$(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(BUILD)/librlc.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/librlc.a $(LDLIBS)
+
+# Runs every test binary and tests/*.sh; the last line is "N passed, N failed".
+test: all
+	RLC_BUILD=$(BUILD) RLC_SAN=$(SAN) tests/run.sh
+
+demo: $(BUILD)/rlc
+	$(BUILD)/rlc demo
+
+clean:
+	rm -rf build build-san
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

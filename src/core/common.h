@@ -1,0 +1,60 @@
+// common.h: checks, errors and allocation helpers shared by every module.
+// Check macros stay on in release builds: a wrong shape or a bad file must never run on silently.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__GNUC__)
+#define RLC_NORETURN __attribute__((noreturn))
+#define RLC_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define RLC_NORETURN
+#define RLC_PRINTF(a, b)
+#endif
+
+// Print "rlc: error: <msg>" as one line to stderr and exit(1). For user-facing errors (bad files,
+// bad config, bad arguments): the message names the file/line/key and what was expected.
+RLC_NORETURN void rlc_die(const char *fmt, ...) RLC_PRINTF(1, 2);
+// Internal invariant failure: prints file:line, the failed expression and a hint, then aborts.
+RLC_NORETURN void rlc_fail(const char *file, int line, const char *expr, const char *fmt, ...) RLC_PRINTF(4, 5);
+void rlc_warn(const char *fmt, ...) RLC_PRINTF(1, 2);
+
+// CHECK(cond, "hint %d", x): always on. Use for invariants and shape agreement between modules.
+#define CHECK(cond, ...) \
+    do { if (!(cond)) rlc_fail(__FILE__, __LINE__, #cond, __VA_ARGS__); } while (0)
+// CHECK_EQ(a, b, "what"): reports both values (as long long).
+#define CHECK_EQ(a, b, what) \
+    do { long long _a = (long long)(a), _b = (long long)(b); \
+         if (_a != _b) rlc_fail(__FILE__, __LINE__, #a " == " #b, "%s: %lld != %lld", (what), _a, _b); } while (0)
+
+// Allocation that dies with the requested size on failure. rlc_alloc returns 64-byte-aligned memory
+// (AVX-512 friendly); free it with rlc_free.
+void *rlc_malloc(size_t n);
+void *rlc_calloc(size_t count, size_t size);
+void *rlc_realloc(void *p, size_t n);
+char *rlc_strdup(const char *s);
+void *rlc_alloc(size_t n);           // aligned, uninitialised
+void *rlc_alloc_zero(size_t n);      // aligned, zeroed
+void rlc_free(void *p);
+
+// Read a whole file into a NUL-terminated buffer; dies with the path on error. *len may be NULL.
+char *rlc_read_file(const char *path, size_t *len);
+// Write a file atomically: temp file in the same directory, fsync, rename, fsync dir.
+// Returns 0 on success, -1 on failure (errno set); never leaves a partial file at `path`.
+int rlc_write_file_atomic(const char *path, const void *data, size_t len);
+// fsync a directory so a rename inside it is durable.
+int rlc_fsync_dir(const char *dir);
+// mkdir -p; dies on failure.
+void rlc_mkdirs(const char *path);
+// Join two path parts into a new malloc'd string.
+char *rlc_path_join(const char *a, const char *b);
+int rlc_file_exists(const char *path);
+
+// Monotonic wall clock in seconds.
+double rlc_now(void);
+// Peak resident set size of this process in bytes (from /proc/self/status VmHWM).
+int64_t rlc_peak_rss(void);
+int64_t rlc_current_rss(void);

@@ -1,0 +1,99 @@
+// kernels.h: the layer kernels of the Qwen3 transformer, forward/backward pairs.
+//
+// Conventions (llm.c style):
+// - X_forward(out, saved..., in..., weights..., dims) and X_backward(din, dw, dout, saved/in..., dims).
+// - Outputs first. Backward ACCUMULATES (+=) into din and dw, so micro-batches and residual branches
+//   add up without extra buffers; callers zero gradient buffers when starting fresh.
+// - Each kernel has a plain reference X_forward_ref / X_backward_ref with the same signature: it is
+//   the test oracle and is never used on a hot path.
+// - Tokens are a packed stream of T tokens = many sequences back to back, described by cu_seqlens
+//   (n_seqs+1 start offsets, cu[0]=0, cu[n]=T). Positions restart at 0 in each sequence.
+// - Element counts and offsets are int64_t. Row-major everywhere; weights are HF [out, in].
+#pragma once
+#include <stdint.h>
+
+// ---- matmul: out (T, OC) = inp (T, C) @ w^T, w (OC, C) -----------------------------------------------
+void matmul_forward(float *out, const float *inp, const float *w, int64_t T, int64_t C, int64_t OC);
+void matmul_forward_ref(float *out, const float *inp, const float *w, int64_t T, int64_t C, int64_t OC);
+// dinp (T, C) += dout @ w;  dw (OC, C) += dout^T @ inp. Either may be NULL to skip it.
+void matmul_backward(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+                     int64_t T, int64_t C, int64_t OC);
+void matmul_backward_ref(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+                         int64_t T, int64_t C, int64_t OC);
+
+// ---- embedding: out (T, H) = wte[tokens] --------------------------------------------------------------
+void embedding_forward(float *out, const int32_t *tokens, const float *wte, int64_t T, int64_t H);
+// dwte (V, H) += scatter-add of dout rows. Deterministic (no atomics; independent of thread count).
+void embedding_backward(float *dwte, const float *dout, const int32_t *tokens, int64_t T, int64_t H);
+
+// ---- RMSNorm over rows of width C: out = x * rstd * w, rstd = 1/sqrt(mean(x^2) + eps) --------------------
+// Also used for the per-head q/k norms: rows = T*n_heads, C = head_dim. rstd: (rows), saved for backward.
+void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int64_t rows, int64_t C, float eps);
+void rmsnorm_forward_ref(float *out, float *rstd, const float *inp, const float *w, int64_t rows, int64_t C, float eps);
+// dinp (rows, C) += ..., dw (C) += ... (dw reduction deterministic for a fixed thread count)
+void rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+                      const float *rstd, int64_t rows, int64_t C);
+void rmsnorm_backward_ref(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+                          const float *rstd, int64_t rows, int64_t C);
+
+// ---- RoPE, half-split (rotate_half), theta from the config ------------------------------------------------
+// A table of cos/sin for positions 0..max_pos-1, each row D/2 wide (emb = [f, f] so half suffices),
+// computed as transformers does in float32: inv_freq[i] = 1/(theta^(2i/D)), freq = p*inv_freq.
+typedef struct {
+    int max_pos;
+    int head_dim;     // D
+    float *cos;       // (max_pos, D/2)
+    float *sin;       // (max_pos, D/2)
+} rope_table;
+void rope_table_init(rope_table *rt, int max_pos, int head_dim, double theta);
+void rope_table_free(rope_table *rt);
+// x (T, n_heads, D) rotated in place by pos (T).
+void rope_forward(float *x, const int32_t *pos, const rope_table *rt, int64_t T, int64_t n_heads);
+// dx (T, n_heads, D): in place, the gradient through the rotation (its transpose).
+void rope_backward(float *dx, const int32_t *pos, const rope_table *rt, int64_t T, int64_t n_heads);
+
+// ---- SwiGLU: out = silu(gate) * up, elementwise over n ------------------------------------------------------
+void swiglu_forward(float *out, const float *gate, const float *up, int64_t n);
+void swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate, const float *up, int64_t n);
+
+// ---- residual add: out = a + b (out may alias a) ----------------------------------------------------------
+void residual_forward(float *out, const float *a, const float *b, int64_t n);
+
+// ---- attention: packed, causal within each sequence, GQA ----------------------------------------------------
+// q (T, nh*D), k/v (T, nkv*D) after q/k norm and RoPE; out (T, nh*D); lse (T, nh) = per-row
+// log-sum-exp of the scaled scores (natural log), saved for the backward. Query head h uses kv head
+// h / (nh/nkv). Scale = D^-0.5.
+// attention_forward is flash-attention-2 style: blocked over queries and keys with an online softmax,
+// visiting only the key blocks a query block can see (same sequence, causal); no T x T buffer.
+void attention_forward(float *out, float *lse, const float *q, const float *k, const float *v,
+                       const int32_t *cu_seqlens, int n_seqs, int nh, int nkv, int D);
+// Dense reference: materialises each sequence's (len x len) score matrix. Tests only.
+void attention_forward_ref(float *out, float *lse, const float *q, const float *k, const float *v,
+                           const int32_t *cu_seqlens, int n_seqs, int nh, int nkv, int D);
+// dq (T, nh*D), dk/dv (T, nkv*D) +=. Recomputes scores blockwise from q, k and lse; no T x T buffer.
+void attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,
+                        const float *q, const float *k, const float *v,
+                        const int32_t *cu_seqlens, int n_seqs, int nh, int nkv, int D);
+void attention_backward_ref(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,
+                            const float *q, const float *k, const float *v,
+                            const int32_t *cu_seqlens, int n_seqs, int nh, int nkv, int D);
+
+// ---- fused log-prob / entropy head ----------------------------------------------------------------------
+// z = (hidden @ w^T) / temperature over the vocabulary, streamed in chunks of tokens and of the
+// vocabulary with an online log-sum-exp: the (T, V) logits never exist.
+// logp (T) = z[target] - lse;  entropy (T) = lse - sum_j p_j z_j (may be NULL);  lse (T) saved for
+// backward (may be NULL in inference). target < 0 means "no target": logp = 0 for that row.
+void logprob_head_forward(float *logp, float *entropy, float *lse, const float *hidden, const float *w,
+                          const int32_t *targets, int64_t T, int64_t H, int64_t V, float temperature);
+void logprob_head_forward_ref(float *logp, float *entropy, float *lse, const float *hidden, const float *w,
+                              const int32_t *targets, int64_t T, int64_t H, int64_t V, float temperature);
+// Seeded by dlogp (T) = d loss / d logp and dentropy (T) = d loss / d entropy (NULL = zero).
+// dhidden (T, H) +=, dw (V, H) += ; recomputes logits chunk by chunk from the saved lse.
+void logprob_head_backward(float *dhidden, float *dw, const float *dlogp, const float *dentropy,
+                           const float *hidden, const float *w, const int32_t *targets, const float *lse,
+                           int64_t T, int64_t H, int64_t V, float temperature);
+void logprob_head_backward_ref(float *dhidden, float *dw, const float *dlogp, const float *dentropy,
+                               const float *hidden, const float *w, const int32_t *targets, const float *lse,
+                               int64_t T, int64_t H, int64_t V, float temperature);
+// Full logits (T, V) = hidden @ w^T (no temperature). For small tests and generation only.
+void logits_forward(float *logits, const float *hidden, const float *w, int64_t T, int64_t H, int64_t V);

@@ -1,0 +1,86 @@
+// params.h: Qwen3 parameters as flat contiguous buffers built from a size table.
+//
+// Blocks: block 0 = embedding (embed_tokens [V,H]); blocks 1..L = transformer layers; block L+1 =
+// final norm [H] (+ lm_head [V,H] when untied). Every parameter-like set (params, grads, AdamW m and
+// v) uses the same layout over ONE allocation, so the optimizer, grad-norm and checkpoints are single
+// loops, and a data-parallel layer can shard or all-gather one block (a contiguous range) at a time.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/config.h"
+
+enum {
+    // tensor kinds inside a layer block, in storage order
+    LW_IN_NORM = 0,   // input_layernorm.weight          (H)
+    LW_Q,             // self_attn.q_proj.weight         (nh*D, H)
+    LW_K,             // self_attn.k_proj.weight         (nkv*D, H)
+    LW_V,             // self_attn.v_proj.weight         (nkv*D, H)
+    LW_O,             // self_attn.o_proj.weight         (H, nh*D)
+    LW_Q_NORM,        // self_attn.q_norm.weight         (D)
+    LW_K_NORM,        // self_attn.k_norm.weight         (D)
+    LW_POST_NORM,     // post_attention_layernorm.weight (H)
+    LW_GATE,          // mlp.gate_proj.weight            (I, H)
+    LW_UP,            // mlp.up_proj.weight              (I, H)
+    LW_DOWN,          // mlp.down_proj.weight            (H, I)
+    LW_COUNT
+};
+
+typedef struct {
+    char name[96];        // HF tensor name, e.g. "model.layers.3.self_attn.q_proj.weight"
+    int ndim;             // 1 or 2
+    int64_t shape[2];     // HF shape [out, in] (or [dim])
+    int64_t numel;
+    int64_t offset;       // element offset into the flat buffer (absolute, not block-relative)
+    int block;            // which block this tensor lives in
+    int decay;            // 1 if AdamW weight decay applies (verl/torch apply it to all params: 1)
+} param_tensor;
+
+typedef struct {
+    qwen3_config cfg;
+    int n_blocks;            // L + 2
+    int64_t *block_off;      // (n_blocks+1) element offsets; block b = [block_off[b], block_off[b+1])
+    int n_tensors;
+    param_tensor *tensors;   // (n_tensors) in storage order
+    int64_t numel;           // total elements
+    int64_t layer_off[LW_COUNT]; // offsets of each tensor kind relative to a layer block's start
+    int64_t layer_numel;     // elements in one layer block
+} param_layout;
+
+// One parameter-like set (params, grads, m, v): `data` is one aligned allocation of layout->numel floats.
+typedef struct {
+    const param_layout *layout;
+    float *data;             // (numel)
+} param_set;
+
+void param_layout_init(param_layout *pl, const qwen3_config *cfg);
+void param_layout_free(param_layout *pl);
+// Find a tensor by HF name; returns index or -1.
+int param_layout_find(const param_layout *pl, const char *name);
+
+void param_set_init(param_set *ps, const param_layout *pl);   // zeroed
+void param_set_free(param_set *ps);
+
+// Views into one layer's weights. The base pointer may be the flat buffer's block or a gathered copy
+// of that block (data-parallel), so kernels never assume where a block lives.
+typedef struct {
+    float *in_norm;    // (H)
+    float *wq;         // (nh*D, H)
+    float *wk;         // (nkv*D, H)
+    float *wv;         // (nkv*D, H)
+    float *wo;         // (H, nh*D)
+    float *q_norm;     // (D)
+    float *k_norm;     // (D)
+    float *post_norm;  // (H)
+    float *w_gate;     // (I, H)
+    float *w_up;       // (I, H)
+    float *w_down;     // (H, I)
+} layer_weights;
+
+// Pointers for layer l given the start of that layer's block (e.g. ps->data + block_off[1+l]).
+void param_layer_view(const param_layout *pl, float *block_base, layer_weights *lw);
+static inline float *param_block(const param_set *ps, int b) { return ps->data + ps->layout->block_off[b]; }
+// embed_tokens (V,H), final norm (H), lm_head (V,H; == embed when tied)
+float *param_embed(const param_set *ps);
+float *param_final_norm(const param_set *ps);
+float *param_lm_head(const param_set *ps);
