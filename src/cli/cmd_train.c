@@ -1,0 +1,33 @@
+// cmd_train.c: `rlc train CONFIG.yaml [key=value ...]` and `rlc eval CONFIG.yaml [key=value ...]`.
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "core/common.h"
+#include "trainer/config.h"
+#include "trainer/grpo.h"
+
+static int run(int argc, char **argv, int val_only) {
+    const char *name = val_only ? "eval" : "train";
+    if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        printf("usage: rlc %s [CONFIG.yaml] [dotted.key=value ...]\n\nconfig keys (verl names):\n", name);
+        rlc_config_print_schema(stdout);
+        return 0;
+    }
+    const char *yaml = NULL;
+    int first = 1;
+    if (argc >= 2 && !strchr(argv[1], '=')) { yaml = argv[1]; first = 2; }
+    for (int i = first; i < argc; i++)
+        if (!strchr(argv[i], '=') || argv[i][0] == '-')
+            rlc_die("%s: expected dotted.key=value overrides after the config file, got '%s'", name, argv[i]);
+    rlc_train_config c;
+    rlc_config_init(&c);
+    rlc_config_from_args(&c, yaml, argc - first, argv + first);
+    if (val_only) c.trainer.val_only = 1;
+    int rc = grpo_run(&c, val_only || c.trainer.val_only);
+    rlc_config_free(&c);
+    return rc;
+}
+
+int cmd_train(int argc, char **argv) { return run(argc, argv, 0); }
+int cmd_eval(int argc, char **argv) { return run(argc, argv, 1); }
