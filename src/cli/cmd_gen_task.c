@@ -7,11 +7,12 @@
 
 #include "cli/cli.h"
 #include "core/common.h"
+#include "data/dataset.h"   // RLC_GSM8K_INSTRUCTION: the SFT prompt is the one verl builds
 #include "data/synth.h"
 
 static const char *USAGE =
     "rlc gen-task --out FILE.jsonl [--n N] [--seed S] [--offset K] [--min-steps A] [--max-steps B] "
-    "[--max-operand M] [--no-mul-div]";
+    "[--max-operand M] [--no-mul-div] [--format gsm8k|sft]";
 
 int cmd_gen_task(int argc, char **argv) {
     cli_args a;
@@ -26,6 +27,10 @@ int cmd_gen_task(int argc, char **argv) {
     p.max_steps = (int)cli_int(&a, "max-steps", p.max_steps, 1, 8);
     p.max_operand = (int)cli_int(&a, "max-operand", p.max_operand, 2, 1000000);
     if (cli_flag(&a, "no-mul-div")) p.allow_mul_div = 0;
+    const char *fmt = cli_opt(&a, "format");
+    int sft = 0;
+    if (fmt && !strcmp(fmt, "sft")) sft = 1;
+    else if (fmt && strcmp(fmt, "gsm8k") != 0) rlc_die("gen-task: --format must be gsm8k or sft, got '%s'", fmt);
     cli_check_unknown(&a, USAGE);
     if (p.max_steps < p.min_steps) rlc_die("gen-task: --max-steps (%d) must be >= --min-steps (%d)", p.max_steps, p.min_steps);
     char *tmp = rlc_malloc(strlen(out) + 8);
@@ -36,8 +41,17 @@ int cmd_gen_task(int argc, char **argv) {
         synth_problem pr;
         synth_generate(&pr, &p, (uint64_t)seed, (uint64_t)(offset + i));
         cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "question", pr.question);
-        cJSON_AddStringToObject(o, "answer", pr.answer);
+        if (sft) {   // {"prompt", "response"}: the GSM8K prompt verl builds, and the worked solution
+            size_t ql = strlen(pr.question) + sizeof(RLC_GSM8K_INSTRUCTION) + 2;
+            char *q = rlc_malloc(ql);
+            snprintf(q, ql, "%s %s", pr.question, RLC_GSM8K_INSTRUCTION);
+            cJSON_AddStringToObject(o, "prompt", q);
+            cJSON_AddStringToObject(o, "response", pr.answer);
+            free(q);
+        } else {
+            cJSON_AddStringToObject(o, "question", pr.question);
+            cJSON_AddStringToObject(o, "answer", pr.answer);
+        }
         char *s = cJSON_PrintUnformatted(o);
         fputs(s, f);
         fputc('\n', f);

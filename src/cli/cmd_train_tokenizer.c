@@ -1,0 +1,66 @@
+// cmd_train_tokenizer.c: `rlc train-tokenizer`: learn a byte-level BPE tokenizer from JSONL text.
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "core/common.h"
+#include "data/dataset.h"
+#include "tokenizer/bpe_train.h"
+
+static const char *USAGE =
+    "rlc train-tokenizer --data FILE.jsonl --out DIR [--vocab-size N] [--min-frequency F] [--fields question,answer]";
+
+int cmd_train_tokenizer(int argc, char **argv) {
+    cli_args a;
+    cli_args_init(&a, argc, argv);
+    const char *data = cli_opt_req(&a, "data");
+    const char *out = cli_opt_req(&a, "out");
+    bpe_train_opts o = {(int)cli_int(&a, "vocab-size", 1024, 256, 1 << 20), (int)cli_int(&a, "min-frequency", 2, 1, 1 << 30)};
+    const char *fields_opt = cli_opt(&a, "fields");
+    char *fields = rlc_strdup(fields_opt ? fields_opt : "question,answer");
+    cli_check_unknown(&a, USAGE);
+    const char *names[16];
+    int nf = 0;
+    for (char *tok = strtok(fields, ","); tok && nf < 16; tok = strtok(NULL, ",")) names[nf++] = tok;
+    FILE *f = fopen(data, "r");
+    if (!f) rlc_die("%s: cannot open: %s", data, strerror(errno));
+    char **texts = NULL;
+    int64_t n = 0, cap = 0;
+    char *line = NULL;
+    size_t lcap = 0;
+    long lineno = 0;
+    while (getline(&line, &lcap, f) > 0) {
+        lineno++;
+        if (line[strspn(line, " \t\r\n")] == 0) continue;
+        cJSON *o2 = cJSON_Parse(line);
+        if (!o2 || !cJSON_IsObject(o2)) rlc_die("%s:%ld: not a JSON object", data, lineno);
+        for (int k = 0; k < nf; k++) {
+            cJSON *v = cJSON_GetObjectItemCaseSensitive(o2, names[k]);
+            if (!v) continue;
+            if (!cJSON_IsString(v)) rlc_die("%s:%ld: field \"%s\" is not a string", data, lineno, names[k]);
+            if (n + 2 > cap) { cap = cap ? 2 * cap : 1024; texts = rlc_realloc(texts, sizeof(char *) * (size_t)cap); }
+            texts[n++] = rlc_strdup(v->valuestring);
+        }
+        cJSON_Delete(o2);
+    }
+    free(line);
+    fclose(f);
+    if (n == 0) rlc_die("%s: no text in fields %s", data, fields_opt ? fields_opt : "question,answer");
+    // The words the chat template and verl's GSM8K prompt add around every question.
+    const char *extra[] = {"user\n", "assistant\n", "system\n", "\n\n", " " RLC_GSM8K_INSTRUCTION};
+    for (int k = 0; k < 5; k++) {
+        if (n + 1 > cap) { cap = 2 * cap + 8; texts = rlc_realloc(texts, sizeof(char *) * (size_t)cap); }
+        texts[n++] = rlc_strdup(extra[k]);
+    }
+    double t0 = rlc_now();
+    int merges = bpe_train_write((const char *const *)texts, n, &o, out);
+    printf("rlc train-tokenizer: %d merges from %lld texts in %.2f s; wrote %s/tokenizer.json\n", merges, (long long)n,
+           rlc_now() - t0, out);
+    for (int64_t i = 0; i < n; i++) free(texts[i]);
+    free(texts);
+    free(fields);
+    cli_args_free(&a);
+    return 0;
+}

@@ -1,0 +1,15 @@
+// bpe_train.h: train a byte-level BPE tokenizer in the Qwen2/Qwen3 tokenizer.json format (NFC, the
+// Qwen Split regex, ByteLevel, BPE with [a, b] merges, the Qwen3 chat special tokens), and write it as
+// a checkpoint's tokenizer files: tokenizer.json, tokenizer_config.json (with the Qwen3 chat
+// template) and generation_config.json. The result loads in rlc (rlc_tok_load) and in transformers.
+#pragma once
+#include <stdint.h>
+
+typedef struct {
+    int vocab_size;        // target size of the BPE vocabulary (256 byte tokens + merges), >= 256
+    int min_frequency;     // a pair must occur at least this often to be merged (>= 1)
+} bpe_train_opts;
+
+// Train on n texts and write the three files into out_dir (created if needed). Deterministic: ties in
+// pair counts are broken by the smaller (left id, right id). Returns the number of merges learned.
+int bpe_train_write(const char *const *texts, int64_t n, const bpe_train_opts *o, const char *out_dir);

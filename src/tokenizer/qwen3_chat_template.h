@@ -1,0 +1,3 @@
+// qwen3_chat_template.h: the Qwen3 chat template text (see qwen3_chat_template.c).
+#pragma once
+extern const char RLC_QWEN3_CHAT_TEMPLATE[];   // 4,116 bytes, sha256 87a2728c...
