@@ -47,6 +47,8 @@ typedef struct {
 } rope_table;
 void rope_table_init(rope_table *rt, int max_pos, int head_dim, double theta);
 void rope_table_free(rope_table *rt);
+// inv_freq (head_dim/2) exactly as torch 1.13 (CPU) computes it in float32; used by rope_table_init.
+void rope_inv_freq(float *inv_freq, int head_dim, double theta);
 // x (T, n_heads, D) rotated in place by pos (T).
 void rope_forward(float *x, const int32_t *pos, const rope_table *rt, int64_t T, int64_t n_heads);
 // dx (T, n_heads, D): in place, the gradient through the rotation (its transpose).
@@ -93,6 +95,12 @@ void logprob_head_backward(float *dhidden, float *dw, const float *dlogp, const 
                            const float *hidden, const float *w, const int32_t *targets, const float *lse,
                            int64_t T, int64_t H, int64_t V, float temperature);
 void logprob_head_backward_ref(float *dhidden, float *dw, const float *dlogp, const float *dentropy,
+                               const float *hidden, const float *w, const int32_t *targets, const float *lse,
+                               int64_t T, int64_t H, int64_t V, float temperature);
+// As logprob_head_backward, given the forward's entropy (T): then the entropy gradient (which needs
+// E[z] = lse - entropy per row) costs no extra pass over the vocabulary. logprob_head_backward
+// recomputes E[z] with one forward pass when some dentropy is non-zero; entropy may be NULL here too.
+void logprob_head_backward_ent(float *dhidden, float *dw, const float *dlogp, const float *dentropy, const float *entropy,
                                const float *hidden, const float *w, const int32_t *targets, const float *lse,
                                int64_t T, int64_t H, int64_t V, float temperature);
 // Full logits (T, V) = hidden @ w^T (no temperature). For small tests and generation only.

@@ -1,0 +1,210 @@
+// bench_generate.c: rollout engine throughput on the Qwen3-0.6B shape with random weights.
+//
+// Scenarios (64-token prompts, --new tokens each, eos disabled, temperature 1 sampling):
+//   batch 1 (one prompt, n=1) | n=8 from one prompt (prompt sharing) | 64 sequences (64 prompts, n=1)
+// Reported: decode tokens/s (tokens after each sample's first, over the time after the last first token),
+// time to first token, peak RSS; the memory-bandwidth roofline for batch 1 = measured copy bandwidth /
+// weight bytes per token; and PyTorch's KV-cache decode (bench/torch_decode.py, batch 1 and 16) in the same
+// run. Never pass/fail.
+//
+// usage: bench_generate [--new N] [--reps R] [--threads T] [--bf16] [--no-torch] [--torch-new N] [--skip64]
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "core/common.h"
+#include "model/qwen3.h"
+#include "rollout/engine.h"
+
+static void qwen3_06b(qwen3_config *c) {
+    memset(c, 0, sizeof *c);
+    c->vocab_size = 151936;
+    c->hidden_size = 1024;
+    c->intermediate_size = 3072;
+    c->num_hidden_layers = 28;
+    c->num_attention_heads = 16;
+    c->num_key_value_heads = 8;
+    c->head_dim = 128;
+    c->max_position_embeddings = 40960;
+    c->rms_norm_eps = 1e-6f;
+    c->rope_theta = 1e6;
+    c->tie_word_embeddings = 1;
+    c->bos_token_id = 151643;
+    c->eos_token_id = 151645;
+    c->eos_token_ids[0] = 151645;
+    c->eos_token_ids[1] = 151643;
+    c->n_eos_token_ids = 2;
+    c->sliding_window = -1;
+    c->max_window_layers = 28;
+    c->initializer_range = 0.02f;
+    snprintf(c->torch_dtype, sizeof c->torch_dtype, "float32");
+}
+
+// Uniform(-a, a) weights with std 0.02 (matrices), ones (norms); parallel, seeded per chunk.
+static void random_weights(param_set *ps) {
+    const param_layout *pl = ps->layout;
+    for (int i = 0; i < pl->n_tensors; i++) {
+        const param_tensor *t = &pl->tensors[i];
+        float *p = ps->data + t->offset;
+        if (t->ndim == 1) {
+            for (int64_t j = 0; j < t->numel; j++) p[j] = 1.0f;
+            continue;
+        }
+        const float a = 0.02f * 1.7320508f;
+#pragma omp parallel for schedule(static)
+        for (int64_t c0 = 0; c0 < t->numel; c0 += 65536) {
+            uint64_t s = 0x9E3779B97F4A7C15ull * (uint64_t)(c0 + 1 + i * 7919);
+            int64_t c1 = c0 + 65536 < t->numel ? c0 + 65536 : t->numel;
+            for (int64_t j = c0; j < c1; j++) {
+                s ^= s >> 12; s ^= s << 25; s ^= s >> 27;
+                p[j] = a * (2.0f * (float)((s * 2685821657736338717ull) >> 40) * (1.0f / 16777216.0f) - 1.0f);
+            }
+        }
+    }
+}
+
+static double median(double *x, int n) {
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++)
+            if (x[j] < x[i]) { double t = x[i]; x[i] = x[j]; x[j] = t; }
+    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+// memcpy bandwidth, bytes read + written per second, all threads, median of 5 (1 GiB buffers).
+static double copy_bandwidth(void) {
+    const size_t n = (size_t)1 << 30;
+    char *a = rlc_alloc(n), *b = rlc_alloc(n);
+    memset(a, 1, n);
+    memset(b, 2, n);
+    double r[5];
+    for (int k = 0; k < 5; k++) {
+        double t0 = rlc_now();
+#pragma omp parallel
+        {
+            int t = omp_get_thread_num(), nt = omp_get_num_threads();
+            size_t c = n / (size_t)nt;
+            memcpy(b + (size_t)t * c, a + (size_t)t * c, c);
+        }
+        r[k] = 2.0 * (double)n / (rlc_now() - t0);
+    }
+    rlc_free(a);
+    rlc_free(b);
+    return median(r, 5);
+}
+
+typedef struct { double decode_tok_s, ttft_s, total_s; int64_t gen; } run_stats;
+
+static run_stats run(qwen3_model *m, int n_prompts, int n, int new_tokens, int bf16, int64_t kv_bytes) {
+    const int P = 64;
+    rollout_config rc;
+    rollout_config_default(&rc);
+    rc.n = n;
+    rc.max_new_tokens = new_tokens;
+    rc.ignore_eos = 1;
+    rc.seed = 1;
+    rc.weights_bf16 = bf16;
+    rc.kv_cache_bytes = kv_bytes;
+    rollout_engine *e = rollout_engine_new(m, &rc);
+    int32_t *ids = malloc((size_t)(n_prompts * P) * sizeof(int32_t));
+    rollout_prompt *pr = calloc((size_t)n_prompts, sizeof *pr);
+    uint64_t s = 12345;
+    for (int i = 0; i < n_prompts * P; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        ids[i] = (int32_t)((s >> 33) % (uint64_t)m->cfg->vocab_size);
+    }
+    for (int p = 0; p < n_prompts; p++) pr[p] = (rollout_prompt){ids + p * P, P, (uint64_t)p};
+    rollout_result res;
+    rollout_generate(e, pr, n_prompts, &res);
+    double t_first_max = 0;
+    for (int i = 0; i < res.n_samples; i++)
+        if (res.samples[i].t_first > t_first_max) t_first_max = res.samples[i].t_first;
+    run_stats st = {(double)(res.gen_tokens - res.n_samples) / (res.t_total - t_first_max), t_first_max, res.t_total, res.gen_tokens};
+    rollout_result_free(&res);
+    rollout_engine_free(e);
+    free(ids);
+    free(pr);
+    return st;
+}
+
+static double torch_tok_s(int batch, int new_tokens, int threads, double *ttft) {
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 bench/torch_decode.py --batch %d --new %d --threads %d 2>/dev/null", batch, new_tokens,
+             threads);
+    FILE *f = popen(cmd, "r");
+    if (!f) return -1;
+    char line[1024] = {0};
+    double tok = -1;
+    while (fgets(line, sizeof line, f)) {
+        const char *p = strstr(line, "\"decode_tok_s\": ");
+        const char *q = strstr(line, "\"ttft_s\": ");
+        if (p) tok = atof(p + 16);
+        if (q && ttft) *ttft = atof(q + 10);
+    }
+    pclose(f);
+    return tok;
+}
+
+int main(int argc, char **argv) {
+    backend_fix_blas_coretype(argc, argv);
+    int new_tokens = 256, reps = 1, threads = 0, bf16 = 0, torch = 1, torch_new = 24, skip64 = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--new") && i + 1 < argc) new_tokens = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--torch-new") && i + 1 < argc) torch_new = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--bf16")) bf16 = 1;
+        else if (!strcmp(argv[i], "--no-torch")) torch = 0;
+        else if (!strcmp(argv[i], "--skip64")) skip64 = 1;
+        else rlc_die("bench_generate: unknown argument '%s'", argv[i]);
+    }
+    if (reps < 1 || reps > 9) rlc_die("bench_generate: --reps must be 1..9");
+    backend_ctx be;
+    backend_init(&be, threads);
+    printf("bench_generate: Qwen3-0.6B shape, random fp32 weights, 64-token prompts, %d new tokens, eos off; threads %d, BLAS %s\n",
+           new_tokens, be.n_threads, be.blas_core);
+    qwen3_config cfg;
+    qwen3_06b(&cfg);
+    param_layout pl;
+    param_layout_init(&pl, &cfg);
+    param_set ps;
+    param_set_init(&ps, &pl);
+    random_weights(&ps);
+    qwen3_model m;
+    qwen3_model_init(&m, &pl, &ps, &be);
+    const double bw = copy_bandwidth();
+    const int64_t w_bytes = (pl.layer_numel * cfg.num_hidden_layers + (int64_t)cfg.vocab_size * cfg.hidden_size + cfg.hidden_size) * 4;
+    printf("copy bandwidth %.1f GB/s (read+write); weight bytes per decode step %.3f GB (fp32) -> roofline %.2f tokens/s at batch 1\n",
+           bw / 1e9, w_bytes / 1e9, bw / (double)w_bytes);
+    const int64_t kv = (int64_t)8 << 30;
+    struct { const char *name; int np, n; } sc[] = {{"batch 1", 1, 1}, {"n=8 from one prompt", 1, 8}, {"64 sequences", 64, 1}};
+    const int n_sc = skip64 ? 2 : 3;
+    for (int b16 = 0; b16 <= bf16; b16++)
+        for (int i = 0; i < n_sc; i++) {
+            double tk[9], tt[9];
+            for (int r = 0; r < reps; r++) {
+                run_stats st = run(&m, sc[i].np, sc[i].n, new_tokens, b16, kv);
+                tk[r] = st.decode_tok_s;
+                tt[r] = st.ttft_s;
+            }
+            double tok = median(tk, reps), ttft = median(tt, reps);
+            printf("%-22s %s: decode %.2f tokens/s, time to first token %.3f s (median of %d), peak RSS %.2f GB", sc[i].name,
+                   b16 ? "bf16" : "fp32", tok, ttft, reps, rlc_peak_rss() / 1e9);
+            if (i == 0) printf(", %.0f%% of the %s roofline", 100.0 * tok / (bw / (double)(b16 ? w_bytes / 2 : w_bytes)),
+                               b16 ? "bf16" : "fp32");
+            printf("\n");
+            fflush(stdout);
+        }
+    qwen3_model_free(&m);
+    param_set_free(&ps);
+    param_layout_free(&pl);
+    if (torch) {
+        double tt1 = 0, tt16 = 0;
+        double t1 = torch_tok_s(1, torch_new, be.n_threads, &tt1), t16 = torch_tok_s(16, torch_new, be.n_threads, &tt16);
+        printf("PyTorch %s KV-cache decode (bench/torch_decode.py, %d new tokens): batch 1 %.2f tokens/s (ttft %.2f s), batch 16 %.2f "
+               "tokens/s (ttft %.2f s)\n",
+               "fp32", torch_new, t1, tt1, t16, tt16);
+    }
+    return 0;
+}

@@ -1,0 +1,256 @@
+// cmd_generate.c: `rlc generate`: sample responses with the rollout engine (paged KV cache, prompt
+// sharing, continuous batching).
+//
+// Input JSONL, one prompt per line: {"prompt": "text"} (encoded as is), {"messages": [{"role", "content"}, ...]}
+// (the checkpoint's chat template with add_generation_prompt) or {"input_ids": [...]}. Output JSONL, one line
+// per sample in prompt order: {"prompt_index", "sample_index", "text", "ids", "logprobs", "finish_reason"};
+// text is the response decoded with skip_special_tokens (as verl's reward manager does), null without a
+// tokenizer; logprobs are log_softmax(logits / T) of each token (T = 1 for greedy at temperature 0).
+// Stop tokens: the config's eos ids plus the tokenizer's eos / generation_config eos ids. Line i's random
+// streams are (seed, i, sample), so a prompt samples the same tokens whatever else is in the file.
+// The whole input is validated before the weights are loaded; the output is written atomically.
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "cli/cli.h"
+#include "core/atomic_writer.h"
+#include "core/common.h"
+#include "core/strbuf.h"
+#include "io/checkpoint.h"
+#include "model/qwen3.h"
+#include "rollout/engine.h"
+#include "tokenizer/tokenizer.h"
+
+static const char *USAGE =
+    "rlc generate --model DIR --prompts IN.jsonl --out OUT.jsonl [--n N] [--temperature T] [--top-p P] [--top-k K] "
+    "[--greedy] [--max-new-tokens M] [--seed S] [--kv-cache-bytes B] [--threads N] [--ignore-eos] [--no-prompt-sharing] "
+    "[--bf16-weights] [--max-num-seqs N] [--max-batched-tokens N] [--tokenizer DIR] [--chat-template auto|qwen3|plain] "
+    "[--enable-thinking true|false]";
+
+typedef struct {
+    int n;
+    int32_t **ids;
+    int64_t *len;
+} prompt_set;
+
+static void read_prompts(prompt_set *ps, const char *path, rlc_tokenizer *tok, const char *tok_dir, int enable_thinking,
+                         const qwen3_config *cfg) {
+    size_t len = 0;
+    char *text = rlc_read_file(path, &len);
+    memset(ps, 0, sizeof *ps);
+    int cap = 0;
+    char *p = text, *end = text + len;
+    long line = 0;
+    rlc_strbuf sb = {0}, err = {0};
+    while (p < end) {
+        char *nl = memchr(p, '\n', (size_t)(end - p));
+        char *le = nl ? nl : end;
+        line++;
+        *le = 0;
+        char *q = p;
+        p = le + 1;
+        while (*q == ' ' || *q == '\t' || *q == '\r') q++;
+        if (!*q) continue;   // blank lines are skipped
+        cJSON *o = cJSON_ParseWithOpts(q, NULL, 1);
+        if (!o || !cJSON_IsObject(o))
+            rlc_die("%s:%ld: expected a JSON object {\"prompt\": ...}, {\"messages\": [...]} or {\"input_ids\": [...]}", path, line);
+        const cJSON *jp = cJSON_GetObjectItemCaseSensitive(o, "prompt");
+        const cJSON *jm = cJSON_GetObjectItemCaseSensitive(o, "messages");
+        const cJSON *ji = cJSON_GetObjectItemCaseSensitive(o, "input_ids");
+        if (!!jp + !!jm + !!ji != 1)
+            rlc_die("%s:%ld: a line needs exactly one of \"prompt\", \"messages\", \"input_ids\"", path, line);
+        rlc_ivec iv = {0};
+        if (ji) {
+            if (!cJSON_IsArray(ji)) rlc_die("%s:%ld: \"input_ids\" must be an array of token ids", path, line);
+            int k = 0;
+            const cJSON *e;
+            cJSON_ArrayForEach(e, ji) {
+                double v = cJSON_IsNumber(e) ? e->valuedouble : NAN;
+                if (!(v == floor(v))) rlc_die("%s:%ld: input_ids[%d] is not an integer token id", path, line, k);
+                if (v < 0 || v >= cfg->vocab_size)
+                    rlc_die("%s:%ld: input_ids[%d] = %.0f is outside the vocab [0, %d)", path, line, k, v, cfg->vocab_size);
+                rlc_iv_push(&iv, (int32_t)v);
+                k++;
+            }
+        } else {
+            if (!tok)
+                rlc_die("%s:%ld: \"%s\" needs a tokenizer, and %s has no tokenizer.json (pass --tokenizer DIR)", path, line,
+                        jp ? "prompt" : "messages", tok_dir);
+            if (jp) {
+                if (!cJSON_IsString(jp)) rlc_die("%s:%ld: \"prompt\" must be a string", path, line);
+                rlc_tok_encode_ex(tok, jp->valuestring, strlen(jp->valuestring), 1, &iv);
+            } else {
+                if (!cJSON_IsArray(jm)) rlc_die("%s:%ld: \"messages\" must be an array of {\"role\", \"content\"}", path, line);
+                rlc_sb_clear(&sb);
+                rlc_sb_clear(&err);
+                if (rlc_tok_chat_render_cjson(tok, jm, 1, enable_thinking, &sb, &err) != 0)
+                    rlc_die("%s:%ld: messages: %s", path, line, err.s ? err.s : "malformed");
+                rlc_tok_encode(tok, sb.s ? sb.s : "", sb.n, &iv);
+            }
+            for (int64_t k = 0; k < iv.n; k++)
+                if (iv.v[k] >= cfg->vocab_size)
+                    rlc_die("%s:%ld: the tokenizer produced id %d, outside the model's vocab [0, %d)", path, line, iv.v[k],
+                            cfg->vocab_size);
+        }
+        cJSON_Delete(o);
+        if (iv.n < 1) rlc_die("%s:%ld: the prompt is empty; a prompt needs at least one token", path, line);
+        if (iv.n >= cfg->max_position_embeddings)
+            rlc_die("%s:%ld: the prompt has %lld tokens, which leaves no room to generate under max_position_embeddings = %d",
+                    path, line, (long long)iv.n, cfg->max_position_embeddings);
+        if (ps->n == cap) {
+            cap = cap ? 2 * cap : 64;
+            ps->ids = rlc_realloc(ps->ids, (size_t)cap * sizeof(int32_t *));
+            ps->len = rlc_realloc(ps->len, (size_t)cap * sizeof(int64_t));
+        }
+        ps->ids[ps->n] = iv.v;
+        ps->len[ps->n] = iv.n;
+        ps->n++;
+    }
+    rlc_sb_free(&sb);
+    rlc_sb_free(&err);
+    free(text);
+    if (ps->n == 0) rlc_die("%s: no prompts (expected JSONL lines)", path);
+}
+
+static int64_t parse_bytes(const char *s) {
+    char *endp;
+    double v = strtod(s, &endp);
+    double mul = 1;
+    if (*endp == 'k' || *endp == 'K') mul = 1024.0, endp++;
+    else if (*endp == 'm' || *endp == 'M') mul = 1024.0 * 1024, endp++;
+    else if (*endp == 'g' || *endp == 'G') mul = 1024.0 * 1024 * 1024, endp++;
+    if (*endp == 'i' || *endp == 'B') endp++;
+    if (*endp == 'B') endp++;
+    if (endp == s || *endp || !(v > 0) || v * mul > 9e18)
+        rlc_die("generate: --kv-cache-bytes expects a positive byte count (e.g. 4000000000, 512M, 8G), got '%s'", s);
+    return (int64_t)(v * mul);
+}
+
+int cmd_generate(int argc, char **argv) {
+    cli_args a;
+    cli_args_init(&a, argc, argv);
+    if (cli_flag(&a, "help")) { printf("usage: %s\n", USAGE); cli_args_free(&a); return 0; }
+    const char *model_dir = cli_opt_req(&a, "model");
+    const char *in_path = cli_opt_req(&a, "prompts");
+    const char *out_path = cli_opt_req(&a, "out");
+    rollout_config rc;
+    rollout_config_default(&rc);
+    rc.n = (int)cli_int(&a, "n", 1, 1, 1 << 20);
+    rc.sampling.temperature = (float)cli_double(&a, "temperature", 1.0, 0.0, 1e6);
+    rc.sampling.top_p = (float)cli_double(&a, "top-p", 1.0, 1e-9, 1.0);
+    rc.sampling.top_k = (int)cli_int(&a, "top-k", -1, -1, INT32_MAX);
+    rc.sampling.do_sample = !cli_flag(&a, "greedy");
+    rc.max_new_tokens = (int)cli_int(&a, "max-new-tokens", 512, 1, 1 << 24);
+    rc.seed = (uint64_t)cli_int(&a, "seed", 0, 0, INT64_MAX);
+    const char *kvb = cli_opt(&a, "kv-cache-bytes");
+    rc.kv_cache_bytes = kvb ? parse_bytes(kvb) : 0;
+    int threads = (int)cli_int(&a, "threads", 0, 0, 4096);
+    rc.ignore_eos = cli_flag(&a, "ignore-eos");
+    rc.share_prompts = !cli_flag(&a, "no-prompt-sharing");
+    rc.weights_bf16 = cli_flag(&a, "bf16-weights");
+    rc.max_num_seqs = (int)cli_int(&a, "max-num-seqs", 256, 1, 1 << 20);
+    rc.max_batched_tokens = (int)cli_int(&a, "max-batched-tokens", rc.max_num_seqs > 2048 ? rc.max_num_seqs : 2048, 1, 1 << 24);
+    const char *tok_opt = cli_opt(&a, "tokenizer");
+    const char *chat = cli_opt(&a, "chat-template");
+    const char *think = cli_opt(&a, "enable-thinking");
+    cli_check_unknown(&a, USAGE);
+    int enable_thinking = -1;
+    if (think) {
+        if (!strcmp(think, "true")) enable_thinking = 1;
+        else if (!strcmp(think, "false")) enable_thinking = 0;
+        else rlc_die("generate: --enable-thinking expects true or false, got '%s'", think);
+    }
+    rc.progress = 1;
+
+    backend_ctx be;
+    backend_init(&be, threads);
+    qwen3_config cfg;
+    qwen3_config_load(&cfg, model_dir);
+    // tokenizer: --tokenizer, else the model directory if it has tokenizer.json
+    const char *tok_dir = tok_opt ? tok_opt : model_dir;
+    char *tj = rlc_path_join(tok_dir, "tokenizer.json");
+    rlc_tokenizer *tok = NULL;
+    if (tok_opt || rlc_file_exists(tj)) {   // an explicit --tokenizer must load (or die naming it)
+        rlc_tok_opts to = {0};
+        to.chat_mode = chat ? rlc_chat_mode_parse(chat, "--chat-template") : RLC_CHAT_AUTO;
+        tok = rlc_tok_load(tok_dir, &to);
+    }
+    free(tj);
+    prompt_set ps;
+    read_prompts(&ps, in_path, tok, tok_dir, enable_thinking, &cfg);   // validate before loading weights
+    int32_t stops[16];
+    int n_stops = 0;
+    if (tok) {
+        const rlc_tok_special *sp = rlc_tok_specials(tok);
+        for (int i = 0; i < sp->n_stop && n_stops < 16; i++) stops[n_stops++] = sp->stop_ids[i];
+    }
+    rc.stop_ids = stops;
+    rc.n_stop_ids = rc.ignore_eos ? 0 : n_stops;
+
+    param_layout pl;
+    param_set pset;
+    double t0 = rlc_now();
+    checkpoint_load(model_dir, &cfg, &pl, &pset);
+    const double t_load = rlc_now() - t0;
+    qwen3_model m;
+    qwen3_model_init(&m, &pl, &pset, &be);
+    rollout_engine *e = rollout_engine_new(&m, &rc);
+    rollout_prompt *pr = rlc_calloc((size_t)ps.n, sizeof *pr);
+    for (int i = 0; i < ps.n; i++) pr[i] = (rollout_prompt){ps.ids[i], ps.len[i], (uint64_t)i};
+    rollout_result res;
+    rollout_generate(e, pr, ps.n, &res);
+
+    rlc_atomic_writer w;
+    if (rlc_atomic_open(&w, out_path) != 0) rlc_die("%s: cannot create output file", out_path);
+    rlc_strbuf line = {0}, txt = {0};
+    for (int i = 0; i < res.n_samples; i++) {
+        const rollout_sample *s = &res.samples[i];
+        rlc_sb_clear(&line);
+        rlc_sb_printf(&line, "{\"prompt_index\": %d, \"sample_index\": %d, \"text\": ", s->prompt, s->sample);
+        if (tok) {   // streaming decode, token by token, as a server would emit it
+            rlc_sb_clear(&txt);
+            rlc_tok_stream st;
+            rlc_tok_stream_init(&st, 1);
+            for (int64_t k = 0; k < s->len; k++) rlc_tok_stream_push(&st, tok, s->ids[k], &txt);
+            rlc_tok_stream_finish(&st, &txt);
+            rlc_sb_json_str(&line, txt.s ? txt.s : "", txt.n);
+        } else {
+            rlc_sb_puts(&line, "null");
+        }
+        rlc_sb_puts(&line, ", \"ids\": [");
+        for (int64_t k = 0; k < s->len; k++) rlc_sb_printf(&line, "%s%d", k ? ", " : "", s->ids[k]);
+        rlc_sb_puts(&line, "], \"logprobs\": [");
+        for (int64_t k = 0; k < s->len; k++)
+            if (isfinite(s->logprobs[k])) rlc_sb_printf(&line, "%s%.9g", k ? ", " : "", s->logprobs[k]);
+            else rlc_sb_printf(&line, "%snull", k ? ", " : "");
+        rlc_sb_printf(&line, "], \"finish_reason\": \"%s\"}\n", rollout_finish_name(s->finish));
+        rlc_atomic_write(&w, line.s, line.n);
+    }
+    if (rlc_atomic_commit(&w) != 0) rlc_die("%s: cannot write output file", out_path);
+    fprintf(stderr,
+            "rlc generate: %d prompts x %d samples, %lld tokens generated in %.2f s (%.1f tokens/s, %lld steps, peak %d sequences, "
+            "%lld preemptions); prompt tokens %lld, computed %lld; KV cache %d blocks (%.2f GB), peak %d; load %.2f s; %s weights, "
+            "BLAS %s, %d threads\n",
+            ps.n, rc.n, (long long)res.gen_tokens, res.t_total, res.t_total > 0 ? (double)res.gen_tokens / res.t_total : 0.0,
+            (long long)res.n_steps, res.max_running, (long long)res.n_preempt, (long long)res.prompt_tokens,
+            (long long)res.computed_tokens, res.kv_blocks, (double)res.kv_blocks * (double)res.kv_block_bytes / 1e9,
+            res.kv_blocks_peak, t_load, rc.weights_bf16 ? "bf16" : "fp32", be.blas_core, be.n_threads);
+    rlc_sb_free(&line);
+    rlc_sb_free(&txt);
+    rollout_result_free(&res);
+    rollout_engine_free(e);
+    free(pr);
+    for (int i = 0; i < ps.n; i++) free(ps.ids[i]);
+    free(ps.ids);
+    free(ps.len);
+    if (tok) rlc_tok_free(tok);
+    qwen3_model_free(&m);
+    param_set_free(&pset);
+    param_layout_free(&pl);
+    cli_args_free(&a);
+    return 0;
+}

@@ -1,0 +1,170 @@
+// cmd_logprob.c: `rlc logprob`: per-token log-probs and entropy of sequences under a checkpoint.
+//
+// Input: JSONL, one {"input_ids": [...]} per line (other keys are ignored). Output: JSONL in input order,
+// {"logprobs": [n-1 values], "entropy": [n-1 values]}: logprobs[t-1] = log p(token t | tokens 0..t-1) and
+// entropy[t-1] the entropy of that distribution, for t = 1..n-1, both at the given temperature. Many
+// lines are packed into one batch up to --max-batch-tokens. The whole input is validated before any
+// compute; the output is written atomically.
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "cli/cli.h"
+#include "core/atomic_writer.h"
+#include "core/common.h"
+#include "io/checkpoint.h"
+#include "model/qwen3.h"
+
+static const char *USAGE =
+    "rlc logprob --model DIR --data IN.jsonl --out OUT.jsonl [--temperature T] [--max-batch-tokens N] [--threads N]";
+
+typedef struct {
+    int n;             // sequences
+    int64_t T;         // tokens in all
+    int32_t *tokens;   // (T)
+    int64_t *start;    // (n+1) offsets into tokens
+} seq_set;
+
+// Parse and validate every line of `path` against the model's vocab and max_position_embeddings.
+static void read_sequences(seq_set *ss, const char *path, const qwen3_config *cfg) {
+    size_t len = 0;
+    char *text = rlc_read_file(path, &len);
+    memset(ss, 0, sizeof *ss);
+    int64_t cap_t = 1024, cap_n = 64;
+    ss->tokens = rlc_malloc((size_t)cap_t * sizeof(int32_t));
+    ss->start = rlc_malloc((size_t)(cap_n + 1) * sizeof(int64_t));
+    ss->start[0] = 0;
+    char *p = text, *end = text + len;
+    long line = 0;
+    while (p < end) {
+        char *nl = memchr(p, '\n', (size_t)(end - p));
+        char *le = nl ? nl : end;
+        line++;
+        *le = 0;
+        char *q = p;
+        while (*q == ' ' || *q == '\t' || *q == '\r') q++;
+        if (!*q) rlc_die("%s:%ld: empty line; expected {\"input_ids\": [...]}", path, line);
+        cJSON *o = cJSON_ParseWithOpts(q, NULL, 1);   // no trailing garbage
+        if (!o) rlc_die("%s:%ld: invalid JSON; expected {\"input_ids\": [...]}", path, line);
+        if (!cJSON_IsObject(o)) rlc_die("%s:%ld: expected a JSON object {\"input_ids\": [...]}", path, line);
+        const cJSON *ids = cJSON_GetObjectItemCaseSensitive(o, "input_ids");
+        if (!ids) rlc_die("%s:%ld: missing key \"input_ids\"", path, line);
+        if (!cJSON_IsArray(ids)) rlc_die("%s:%ld: \"input_ids\" must be an array of token ids", path, line);
+        int n = cJSON_GetArraySize(ids);
+        if (n < 1) rlc_die("%s:%ld: \"input_ids\" is empty; expected at least 1 token", path, line);
+        if (n > cfg->max_position_embeddings)
+            rlc_die("%s:%ld: sequence of %d tokens is longer than max_position_embeddings = %d", path, line, n,
+                    cfg->max_position_embeddings);
+        while (ss->T + n > cap_t) cap_t *= 2;
+        ss->tokens = rlc_realloc(ss->tokens, (size_t)cap_t * sizeof(int32_t));
+        int k = 0;
+        const cJSON *e;
+        cJSON_ArrayForEach(e, ids) {
+            double v = cJSON_IsNumber(e) ? e->valuedouble : NAN;
+            if (!(v == floor(v)))
+                rlc_die("%s:%ld: input_ids[%d] is not an integer token id", path, line, k);
+            if (v < 0 || v >= cfg->vocab_size)
+                rlc_die("%s:%ld: input_ids[%d] = %.0f is outside the vocab [0, %d)", path, line, k, v, cfg->vocab_size);
+            ss->tokens[ss->T + k++] = (int32_t)v;
+        }
+        cJSON_Delete(o);
+        if (ss->n == cap_n) {
+            cap_n *= 2;
+            ss->start = rlc_realloc(ss->start, (size_t)(cap_n + 1) * sizeof(int64_t));
+        }
+        ss->T += n;
+        ss->start[++ss->n] = ss->T;
+        p = le + 1;
+    }
+    free(text);
+}
+
+static void put_floats(rlc_atomic_writer *w, const char *key, const float *x, int64_t n, int first) {
+    char buf[64];
+    int k = snprintf(buf, sizeof buf, "%s\"%s\": [", first ? "{" : ", ", key);
+    rlc_atomic_write(w, buf, (size_t)k);
+    for (int64_t i = 0; i < n; i++) {
+        if (isfinite(x[i])) k = snprintf(buf, sizeof buf, "%s%.9g", i ? ", " : "", x[i]);
+        else k = snprintf(buf, sizeof buf, "%snull", i ? ", " : "");   // JSON has no inf/nan
+        rlc_atomic_write(w, buf, (size_t)k);
+    }
+    rlc_atomic_write(w, "]", 1);
+}
+
+int cmd_logprob(int argc, char **argv) {
+    cli_args args;
+    cli_args_init(&args, argc, argv);
+    const char *model_dir = cli_opt_req(&args, "model");
+    const char *data = cli_opt_req(&args, "data");
+    const char *out_path = cli_opt_req(&args, "out");
+    float temperature = (float)cli_double(&args, "temperature", 1.0, 1e-6, 1e6);
+    int64_t budget = cli_int(&args, "max-batch-tokens", 4096, 1, 1 << 30);
+    int threads = (int)cli_int(&args, "threads", 0, 0, 1024);
+    cli_check_unknown(&args, USAGE);
+
+    backend_ctx be;
+    backend_init(&be, threads);
+    qwen3_config cfg;
+    qwen3_config_load(&cfg, model_dir);
+    seq_set ss;
+    read_sequences(&ss, data, &cfg);   // validate the whole input before loading weights
+    param_layout pl;
+    param_set ps;
+    double t0 = rlc_now();
+    checkpoint_load(model_dir, &cfg, &pl, &ps);
+    double t_load = rlc_now() - t0;
+    qwen3_model m;
+    qwen3_model_init(&m, &pl, &ps, &be);
+
+    int64_t max_len = 0;
+    for (int i = 0; i < ss.n; i++)
+        if (ss.start[i + 1] - ss.start[i] > max_len) max_len = ss.start[i + 1] - ss.start[i];
+    if (budget < max_len) budget = max_len;   // a long sequence gets a batch of its own
+    int64_t cap = budget < ss.T ? budget : ss.T;
+    if (cap < 1) cap = 1;
+    int32_t *cu = rlc_malloc((size_t)(ss.n + 1) * sizeof(int32_t));
+    int32_t *pos = rlc_malloc((size_t)cap * sizeof(int32_t));
+    int32_t *targets = rlc_malloc((size_t)cap * sizeof(int32_t));
+    float *logp = rlc_malloc((size_t)cap * sizeof(float));
+    float *ent = rlc_malloc((size_t)cap * sizeof(float));
+
+    rlc_atomic_writer w;
+    if (rlc_atomic_open(&w, out_path) != 0) rlc_die("%s: cannot create output file", out_path);
+    t0 = rlc_now();
+    int n_batches = 0;
+    for (int s0 = 0; s0 < ss.n;) {
+        int s1 = s0 + 1;
+        while (s1 < ss.n && ss.start[s1 + 1] - ss.start[s0] <= budget) s1++;
+        int64_t base = ss.start[s0];
+        qwen3_batch b = {.T = ss.start[s1] - base, .n_seqs = s1 - s0, .tokens = ss.tokens + base, .cu_seqlens = cu, .pos = pos};
+        for (int s = s0; s <= s1; s++) cu[s - s0] = (int32_t)(ss.start[s] - base);
+        for (int s = s0; s < s1; s++)
+            for (int64_t t = ss.start[s]; t < ss.start[s + 1]; t++) targets[t - base] = t + 1 < ss.start[s + 1] ? ss.tokens[t + 1] : -1;
+        qwen3_batch_positions(&b);
+        qwen3_forward(&m, NULL, &b, NULL);
+        qwen3_logprob(&m, NULL, &b, targets, temperature, logp, ent);
+        for (int s = s0; s < s1; s++) {
+            int64_t o = ss.start[s] - base, n = ss.start[s + 1] - ss.start[s];
+            put_floats(&w, "logprobs", logp + o, n - 1, 1);
+            put_floats(&w, "entropy", ent + o, n - 1, 0);
+            rlc_atomic_write(&w, "}\n", 2);
+        }
+        n_batches++;
+        s0 = s1;
+    }
+    if (rlc_atomic_commit(&w) != 0) rlc_die("%s: cannot write output file", out_path);
+    double dt = rlc_now() - t0;
+    fprintf(stderr, "rlc logprob: %d sequences, %lld tokens in %d batches; load %.2f s, compute %.2f s (%.1f tokens/s), BLAS %s, %d threads\n",
+            ss.n, (long long)ss.T, n_batches, t_load, dt, dt > 0 ? (double)ss.T / dt : 0.0, be.blas_core, be.n_threads);
+
+    free(cu); free(pos); free(targets); free(logp); free(ent);
+    free(ss.tokens); free(ss.start);
+    qwen3_model_free(&m);
+    param_set_free(&ps);
+    param_layout_free(&pl);
+    cli_args_free(&args);
+    return 0;
+}

@@ -1,0 +1,141 @@
+// cmd_sft.c: `rlc sft` supervised fine-tuning on marked tokens (src/trainer/sft.h), writes an HF checkpoint.
+#include <stdio.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "cli/cli.h"
+#include "core/common.h"
+#include "io/checkpoint.h"
+#include "model/qwen3.h"
+#include "data/dataset.h"
+#include "tokenizer/tokenizer.h"
+#include "trainer/sft.h"
+
+// Text lines ({"prompt", "response"} or {"messages"}) are tokenized with the model's tokenizer and
+// chat template (data/dataset.h: the loss covers the response); id lines load as they are.
+static void load_sft_data(sft_dataset *d, const char *path, const char *model_dir, const qwen3_config *cfg) {
+    FILE *f = fopen(path, "r");
+    if (!f) rlc_die("%s: cannot open", path);
+    char head[4096];
+    size_t n = fread(head, 1, sizeof head - 1, f);
+    head[n] = 0;
+    fclose(f);
+    if (strstr(head, "\"input_ids\"") || (!strstr(head, "\"prompt\"") && !strstr(head, "\"messages\""))) {
+        sft_dataset_load_jsonl(d, path, cfg->vocab_size, cfg->max_position_embeddings);
+        return;
+    }
+    rlc_tokenizer *tok = rlc_tok_load(model_dir, NULL);
+    rlc_sft_text txt;
+    rlc_sft_text_load(&txt, path, tok, cfg->max_position_embeddings, RLC_TRUNC_ERROR, -1);
+    for (int64_t i = 0; i < txt.n; i++) {
+        char where[64];
+        snprintf(where, sizeof where, "line %lld", (long long)txt.items[i].line);
+        sft_dataset_add(d, txt.items[i].ids, txt.items[i].loss_mask, txt.items[i].n, cfg->vocab_size, where);
+    }
+    rlc_sft_text_free(&txt);
+    rlc_tok_free(tok);
+}
+
+static const char *USAGE =
+    "rlc sft --model DIR --data IN.jsonl --out DIR [--steps N] [--epochs E] [--batch-size B]\n"
+    "        [--micro-batch-tokens K | --micro-batch-size M] [--lr X] [--weight-decay W] [--clip-grad C]\n"
+    "        [--beta1 B1] [--beta2 B2] [--eps E] [--warmup-steps S] [--warmup-ratio R]\n"
+    "        [--lr-scheduler constant|cosine|linear] [--min-lr-ratio F] [--seed S] [--no-shuffle] [--threads N]\n"
+    "        [--activation-checkpoint none|selective|full] [--save-dtype f32|bf16|f16] [--save-optimizer]\n"
+    "  IN.jsonl lines: {\"input_ids\": [...], \"loss_mask\": [...]} of equal length; loss_mask[t] = 1 trains\n"
+    "  the model to predict input_ids[t] from input_ids[0..t-1] (loss_mask[0] is ignored).\n"
+    "  Text lines {\"prompt\": ..., \"response\": ...} or {\"messages\": [...]} are tokenized with the model's\n"
+    "  tokenizer and chat template; the loss then covers the response (assistant) tokens.\n"
+    "  Loss: cross-entropy, token-mean over each global batch of B sequences (shuffled per epoch by --seed).";
+
+int cmd_sft(int argc, char **argv) {
+    cli_args a;
+    cli_args_init(&a, argc, argv);
+    if (cli_flag(&a, "help")) { printf("usage: %s\n", USAGE); cli_args_free(&a); return 0; }
+    const char *model_dir = cli_opt_req(&a, "model");
+    const char *data = cli_opt_req(&a, "data");
+    const char *out = cli_opt_req(&a, "out");
+    sft_config c;
+    sft_config_default(&c);
+    c.steps = cli_int(&a, "steps", 0, 0, INT64_MAX);
+    c.epochs = (int)cli_int(&a, "epochs", 1, 1, 1000000);
+    c.batch_size = (int)cli_int(&a, "batch-size", c.batch_size, 1, 1 << 24);
+    c.micro_batch_tokens = cli_int(&a, "micro-batch-tokens", 0, 0, INT32_MAX);
+    c.micro_batch_seqs = (int)cli_int(&a, "micro-batch-size", 0, 0, 1 << 24);
+    if (c.micro_batch_tokens > 0 && c.micro_batch_seqs > 0)
+        rlc_die("sft: give --micro-batch-tokens or --micro-batch-size, not both");
+    c.lr = cli_double(&a, "lr", c.lr, 0.0, 10.0);
+    c.adam.weight_decay = cli_double(&a, "weight-decay", c.adam.weight_decay, 0.0, 10.0);
+    c.adam.beta1 = cli_double(&a, "beta1", c.adam.beta1, 0.0, 0.999999999);
+    c.adam.beta2 = cli_double(&a, "beta2", c.adam.beta2, 0.0, 0.999999999);
+    c.adam.eps = cli_double(&a, "eps", c.adam.eps, 0.0, 1.0);
+    c.clip_grad = cli_double(&a, "clip-grad", c.clip_grad, -1.0, 1e30);
+    c.warmup_steps = cli_int(&a, "warmup-steps", -1, -1, INT64_MAX);
+    c.warmup_ratio = cli_double(&a, "warmup-ratio", 0.0, 0.0, 1.0);
+    c.min_lr = cli_double(&a, "min-lr-ratio", 0.0, 0.0, 1.0);
+    const char *sched = cli_opt(&a, "lr-scheduler");
+    if (sched) {
+        int t = lr_sched_type_parse(sched);
+        if (t < 0 || t == LR_WSD_SQRT || t == LR_WSD_COSINE)
+            rlc_die("sft: --lr-scheduler must be constant, cosine or linear, got '%s'", sched);
+        c.lr_sched = (lr_sched_type)t;
+    }
+    c.seed = (uint64_t)cli_int(&a, "seed", 0, 0, INT64_MAX);
+    if (cli_flag(&a, "no-shuffle")) c.shuffle = 0;
+    int threads = (int)cli_int(&a, "threads", 0, 0, 4096);
+    const char *ck = cli_opt(&a, "activation-checkpoint");
+    if (ck && qwen3_ckpt_parse(ck, &c.ckpt) != 0)
+        rlc_die("sft: --activation-checkpoint must be none, selective or full, got '%s'", ck);
+    const char *dt = cli_opt(&a, "save-dtype");
+    st_dtype save_dtype = ST_F32;
+    if (dt) {
+        if (!strcmp(dt, "f32") || !strcmp(dt, "fp32") || !strcmp(dt, "float32")) save_dtype = ST_F32;
+        else if (!strcmp(dt, "bf16") || !strcmp(dt, "bfloat16")) save_dtype = ST_BF16;
+        else if (!strcmp(dt, "f16") || !strcmp(dt, "fp16") || !strcmp(dt, "float16")) save_dtype = ST_F16;
+        else rlc_die("sft: --save-dtype must be f32, bf16 or f16, got '%s'", dt);
+    }
+    int save_opt = cli_flag(&a, "save-optimizer");
+    cli_check_unknown(&a, USAGE);
+
+    backend_ctx be;
+    backend_init(&be, threads);
+    double t0 = rlc_now();
+    qwen3_config cfg;
+    param_layout pl;
+    param_set ps;
+    checkpoint_load(model_dir, &cfg, &pl, &ps);
+    qwen3_model m;
+    qwen3_model_init(&m, &pl, &ps, &be);
+    sft_dataset d;
+    sft_dataset_init(&d);
+    load_sft_data(&d, data, model_dir, &cfg);
+    printf("rlc sft: %s: %d sequences, %lld tokens, %lld targets; model %s (%lld params); threads %d, BLAS %s, "
+           "checkpointing %s\n", data, d.n, (long long)d.T, (long long)d.n_targets, model_dir, (long long)pl.numel,
+           be.n_threads, be.blas_core, qwen3_ckpt_name(c.ckpt));
+    printf("rlc sft: weight_decay %g, clip_grad %g, micro-batches of %s %lld, load %.2f s\n",
+           c.adam.weight_decay, c.clip_grad, c.micro_batch_seqs > 0 ? "seqs" : "tokens",
+           (long long)(c.micro_batch_seqs > 0 ? c.micro_batch_seqs : c.micro_batch_tokens), rlc_now() - t0);
+    c.log = stdout;
+    sft_summary s;
+    engine e;
+    sft_train(&m, &d, &c, &s, &e);
+    double t1 = rlc_now();
+    checkpoint_save(out, &ps, save_dtype);
+    int ncopied = checkpoint_copy_tokenizer(model_dir, out);
+    if (save_opt) {
+        char *p = rlc_path_join(out, "optimizer.bin");
+        engine_save_state(&e, p);
+        free(p);
+    }
+    printf("rlc sft: %lld steps, loss %.6f -> %.6f, %.1f tokens/s, %lld skipped; wrote %s (%s%s, %d tokenizer files) in "
+           "%.2f s; peak RSS %.2f GiB\n", (long long)s.steps, s.first_loss, s.last_loss,
+           s.seconds > 0 ? (double)s.tokens / s.seconds : 0.0, (long long)s.skipped, out, st_dtype_name(save_dtype),
+           save_opt ? ", optimizer.bin" : "", ncopied, rlc_now() - t1, (double)rlc_peak_rss() / (1 << 30));
+    engine_free(&e);
+    sft_dataset_free(&d);
+    qwen3_model_free(&m);
+    param_set_free(&ps);
+    param_layout_free(&pl);
+    cli_args_free(&a);
+    return 0;
+}

@@ -1,0 +1,530 @@
+// qwen3.c: the Qwen3 dense transformer over packed batches (shared/spec/qwen3.md §1), composed from the
+// kernels of kernels.h: forward, a loss-agnostic backward seeded by d(logp) and d(entropy), and activation
+// checkpointing (none / selective / full). Matrix products go straight to backend_sgemm where an
+// accumulating product (beta = 1) saves a pass over memory (residual adds, summed input gradients).
+#include "model/qwen3.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "core/common.h"
+
+// One layer's activations. In mode none every field is the layer's own; in selective/full the fields not
+// kept point into one shared scratch layer and are recomputed in the backward.
+typedef struct {
+    float *x_in;    // (T, H) block input (residual stream)
+    float *h1;      // (T, H) input_layernorm(x_in)
+    float *rstd1;   // (T)
+    float *q_pre;   // (T, nh*D) q_proj(h1), before q_norm
+    float *rstd_q;  // (T*nh)
+    float *k_pre;   // (T, nkv*D) k_proj(h1), before k_norm
+    float *rstd_k;  // (T*nkv)
+    float *q;       // (T, nh*D) after q_norm and RoPE
+    float *k;       // (T, nkv*D) after k_norm and RoPE
+    float *v;       // (T, nkv*D)
+    float *attn;    // (T, nh*D) attention output
+    float *lse;     // (T, nh) attention log-sum-exp
+    float *x_mid;   // (T, H) x_in + o_proj(attn)
+    float *h2;      // (T, H) post_attention_layernorm(x_mid)
+    float *rstd2;   // (T)
+    float *gate;    // (T, I)
+    float *up;      // (T, I)
+    float *act;     // (T, I) silu(gate) * up
+} layer_acts;
+
+typedef struct {
+    int64_t V, H, I, L, nh, nkv, D, QD, KD;
+    float eps;
+} dims;
+
+static dims dims_of(const qwen3_config *c) {
+    dims d;
+    d.V = c->vocab_size; d.H = c->hidden_size; d.I = c->intermediate_size; d.L = c->num_hidden_layers;
+    d.nh = c->num_attention_heads; d.nkv = c->num_key_value_heads; d.D = c->head_dim;
+    d.QD = d.nh * d.D; d.KD = d.nkv * d.D; d.eps = c->rms_norm_eps;
+    return d;
+}
+
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+// Carve n floats (64-byte aligned) off *cur; with *cur == NULL only counts bytes.
+static float *carve(char **cur, int64_t n, int64_t *bytes) {
+    int64_t b = (n * (int64_t)sizeof(float) + 63) & ~(int64_t)63;
+    *bytes += b;
+    if (!*cur) return NULL;
+    float *p = (float *)*cur;
+    *cur += b;
+    return p;
+}
+
+// Carve a layer's own buffers: the block input (own_x_in), attention output + lse (own_attn), and the rest.
+static void carve_layer(layer_acts *la, char **cur, int64_t *bytes, const dims *d, int64_t T, int own_x_in, int own_attn,
+                        int own_rest) {
+    if (own_x_in) la->x_in = carve(cur, T * d->H, bytes);
+    if (own_attn) {
+        la->attn = carve(cur, T * d->QD, bytes);
+        la->lse = carve(cur, T * d->nh, bytes);
+    }
+    if (!own_rest) return;
+    la->h1 = carve(cur, T * d->H, bytes);
+    la->rstd1 = carve(cur, T, bytes);
+    la->q_pre = carve(cur, T * d->QD, bytes);
+    la->rstd_q = carve(cur, T * d->nh, bytes);
+    la->k_pre = carve(cur, T * d->KD, bytes);
+    la->rstd_k = carve(cur, T * d->nkv, bytes);
+    la->q = carve(cur, T * d->QD, bytes);
+    la->k = carve(cur, T * d->KD, bytes);
+    la->v = carve(cur, T * d->KD, bytes);
+    la->x_mid = carve(cur, T * d->H, bytes);
+    la->h2 = carve(cur, T * d->H, bytes);
+    la->rstd2 = carve(cur, T, bytes);
+    la->gate = carve(cur, T * d->I, bytes);
+    la->up = carve(cur, T * d->I, bytes);
+    la->act = carve(cur, T * d->I, bytes);
+}
+
+// Point every field of dst at the shared scratch layer sc, except its own x_in (and attn/lse if keep_attn).
+static void share_scratch(layer_acts *dst, const layer_acts *sc, int keep_attn) {
+    float *x_in = dst->x_in, *attn = dst->attn, *lse = dst->lse;
+    *dst = *sc;
+    dst->x_in = x_in;
+    if (keep_attn) { dst->attn = attn; dst->lse = lse; }
+}
+
+// ---- parallel element-wise helpers -------------------------------------------------------------------
+
+static void copy_par(float *dst, const float *src, int64_t n) {
+    if (dst == src) return;
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
+    for (int64_t i = 0; i < n; i++) dst[i] = src[i];
+}
+
+static void zero_par(float *dst, int64_t n) {
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
+    for (int64_t i = 0; i < n; i++) dst[i] = 0.f;
+}
+
+// out (T, OC) (+)= inp (T, C) @ w^T, w (OC, C)
+static void mm_fwd(float *out, float beta, const float *inp, const float *w, int64_t T, int64_t C, int64_t OC) {
+    backend_sgemm(0, 1, T, OC, C, 1.f, inp, C, w, C, beta, out, OC);
+}
+// dinp (T, C) (+)= dout (T, OC) @ w (OC, C)
+static void mm_bwd_in(float *dinp, float beta, const float *dout, const float *w, int64_t T, int64_t C, int64_t OC) {
+    backend_sgemm(0, 0, T, C, OC, 1.f, dout, OC, w, C, beta, dinp, C);
+}
+// dw (OC, C) += dout^T (OC, T) @ inp (T, C)
+static void mm_bwd_w(float *dw, const float *dout, const float *inp, int64_t T, int64_t C, int64_t OC) {
+    backend_sgemm(1, 0, OC, C, T, 1.f, dout, OC, inp, C, 1.f, dw, C);
+}
+
+// ---- the inference scratch -------------------------------------------------------------------------------
+
+struct qwen3_ws {
+    int64_t cap_T;
+    char *mem;
+    layer_acts la;     // own everything except x_in (the residual stream is ws->x) and attn
+    float *x;          // (T, H) residual stream, updated in place
+    float *attn;       // (T, nh*D)
+    float *lse;        // (T, nh)
+    float *rstd_f;     // (T)
+    float *hidden;     // (T, H) final-normed hidden of the last inference forward
+    int64_t hidden_T;  // tokens in `hidden`
+};
+
+static void ws_reserve(const qwen3_model *m, int64_t T) {
+    qwen3_ws *ws = m->ws;
+    if (T <= ws->cap_T) return;
+    dims d = dims_of(m->cfg);
+    int64_t cap = max64(T, 2 * ws->cap_T);
+    rlc_free(ws->mem);
+    int64_t bytes = 0;
+    char *cur = NULL;
+    for (int pass = 0; pass < 2; pass++) {
+        memset(&ws->la, 0, sizeof ws->la);
+        carve_layer(&ws->la, &cur, &bytes, &d, cap, 0, 0, 1);
+        ws->x = carve(&cur, cap * d.H, &bytes);
+        ws->attn = carve(&cur, cap * d.QD, &bytes);
+        ws->lse = carve(&cur, cap * d.nh, &bytes);
+        ws->rstd_f = carve(&cur, cap, &bytes);
+        ws->hidden = carve(&cur, cap * d.H, &bytes);
+        if (pass == 0) { ws->mem = rlc_alloc((size_t)bytes); cur = ws->mem; bytes = 0; }
+    }
+    ws->cap_T = cap;
+    ws->hidden_T = 0;
+}
+
+// ---- saved activations -------------------------------------------------------------------------------------
+
+struct qwen3_acts {
+    qwen3_config cfg;
+    int64_t T_max;
+    ckpt_mode mode;
+    char *mem;
+    int64_t bytes;
+    layer_acts *la;     // (L)
+    layer_acts sc;      // shared scratch layer (selective/full)
+    float *x_final;     // (T, H) output of the last block
+    float *rstd_f;      // (T)
+    float *hidden;      // (T, H) final_norm(x_final)
+    float *head_lse;    // (T) log-prob head lse
+    float *head_ent;    // (T) entropy of the forward (spares the backward a pass over the vocabulary)
+    // backward scratch
+    float *dx;          // (T, H) gradient of the residual stream
+    float *dh;          // (T, H) gradient of a normed block input
+    float *dhid;        // (T, H) gradient of hidden
+    float *dA;          // (T, max(I, nh*D)): d(act), then d(attn)
+    float *dG;          // (T, max(I, nh*D + 2*nkv*D)): d(gate), then dq | dk | dv
+    float *dU;          // (T, max(I, nh*D + nkv*D)): d(up), then dq_pre | dk_pre
+    int64_t T;          // tokens of the last forward
+    int have_forward, have_head, have_ent;
+    float head_temperature;
+};
+
+const char *qwen3_ckpt_name(ckpt_mode mode) {
+    return mode == CKPT_NONE ? "none" : mode == CKPT_SELECTIVE ? "selective" : mode == CKPT_FULL ? "full" : "?";
+}
+int qwen3_ckpt_parse(const char *s, ckpt_mode *mode) {
+    if (!strcmp(s, "none")) *mode = CKPT_NONE;
+    else if (!strcmp(s, "selective")) *mode = CKPT_SELECTIVE;
+    else if (!strcmp(s, "full")) *mode = CKPT_FULL;
+    else return -1;
+    return 0;
+}
+
+// Lay out (cur == NULL: count) every buffer of `a` for T_max tokens.
+static int64_t acts_layout(qwen3_acts *a, char *cur) {
+    dims d = dims_of(&a->cfg);
+    const int64_t T = a->T_max;
+    int64_t bytes = 0;
+    memset(&a->sc, 0, sizeof a->sc);
+    if (a->mode != CKPT_NONE) carve_layer(&a->sc, &cur, &bytes, &d, T, 0, 1, 1);
+    for (int64_t l = 0; l < d.L; l++) {
+        layer_acts *la = &a->la[l];
+        memset(la, 0, sizeof *la);
+        if (a->mode == CKPT_NONE) carve_layer(la, &cur, &bytes, &d, T, 1, 1, 1);
+        else {
+            int keep_attn = a->mode == CKPT_SELECTIVE;
+            carve_layer(la, &cur, &bytes, &d, T, 1, keep_attn, 0);
+            share_scratch(la, &a->sc, keep_attn);
+        }
+    }
+    a->x_final = carve(&cur, T * d.H, &bytes);
+    a->rstd_f = carve(&cur, T, &bytes);
+    a->hidden = carve(&cur, T * d.H, &bytes);
+    a->head_lse = carve(&cur, T, &bytes);
+    a->head_ent = carve(&cur, T, &bytes);
+    a->dx = carve(&cur, T * d.H, &bytes);
+    a->dh = carve(&cur, T * d.H, &bytes);
+    a->dhid = carve(&cur, T * d.H, &bytes);
+    a->dA = carve(&cur, T * max64(d.I, d.QD), &bytes);
+    a->dG = carve(&cur, T * max64(d.I, d.QD + 2 * d.KD), &bytes);
+    a->dU = carve(&cur, T * max64(d.I, d.QD + d.KD), &bytes);
+    return bytes;
+}
+
+int64_t qwen3_acts_bytes_for(const qwen3_config *cfg, int64_t T_max, ckpt_mode mode) {
+    qwen3_acts a;
+    memset(&a, 0, sizeof a);
+    a.cfg = *cfg;
+    a.T_max = T_max;
+    a.mode = mode;
+    a.la = rlc_calloc((size_t)cfg->num_hidden_layers, sizeof(layer_acts));
+    int64_t bytes = acts_layout(&a, NULL) + (int64_t)sizeof a + (int64_t)cfg->num_hidden_layers * (int64_t)sizeof(layer_acts);
+    free(a.la);
+    return bytes;
+}
+
+qwen3_acts *qwen3_acts_new(const qwen3_config *cfg, int64_t T_max, ckpt_mode mode) {
+    CHECK(T_max >= 1, "T_max=%lld", (long long)T_max);
+    CHECK(mode == CKPT_NONE || mode == CKPT_SELECTIVE || mode == CKPT_FULL, "mode=%d", (int)mode);
+    qwen3_acts *a = rlc_calloc(1, sizeof *a);
+    a->cfg = *cfg;
+    a->T_max = T_max;
+    a->mode = mode;
+    a->la = rlc_calloc((size_t)cfg->num_hidden_layers, sizeof(layer_acts));
+    int64_t bytes = acts_layout(a, NULL);
+    a->mem = rlc_alloc((size_t)bytes);
+    acts_layout(a, a->mem);
+    a->bytes = bytes + (int64_t)sizeof *a + (int64_t)cfg->num_hidden_layers * (int64_t)sizeof(layer_acts);
+    return a;
+}
+
+void qwen3_acts_free(qwen3_acts *a) {
+    if (!a) return;
+    rlc_free(a->mem);
+    free(a->la);
+    free(a);
+}
+
+int64_t qwen3_acts_bytes(const qwen3_acts *a) { return a->bytes; }
+const float *qwen3_acts_dhidden(const qwen3_acts *a) { return a->dhid; }
+
+// ---- model ------------------------------------------------------------------------------------------------
+
+void qwen3_batch_positions(qwen3_batch *b) {
+    CHECK(b->n_seqs >= 1, "n_seqs=%d", b->n_seqs);
+    CHECK(b->cu_seqlens[0] == 0, "cu_seqlens[0]=%d", b->cu_seqlens[0]);
+    CHECK_EQ(b->cu_seqlens[b->n_seqs], b->T, "cu_seqlens[n_seqs] vs T");
+    int mx = 0;
+    for (int s = 0; s < b->n_seqs; s++) {
+        int32_t s0 = b->cu_seqlens[s], s1 = b->cu_seqlens[s + 1];
+        CHECK(s1 >= s0, "cu_seqlens not monotonic at %d: %d > %d", s, s0, s1);
+        for (int32_t t = s0; t < s1; t++) b->pos[t] = t - s0;
+        if (s1 - s0 > mx) mx = s1 - s0;
+    }
+    b->max_seqlen = mx;
+}
+
+void qwen3_model_init(qwen3_model *m, const param_layout *pl, param_set *params, backend_ctx *be) {
+    memset(m, 0, sizeof *m);
+    m->pl = pl;
+    m->cfg = &pl->cfg;
+    m->params = params;
+    m->be = be;
+    const qwen3_config *c = m->cfg;
+    CHECK(c->head_dim % 2 == 0, "head_dim=%d must be even for RoPE", c->head_dim);
+    CHECK(c->num_key_value_heads >= 1 && c->num_attention_heads % c->num_key_value_heads == 0, "nh=%d nkv=%d",
+          c->num_attention_heads, c->num_key_value_heads);
+    rope_table_init(&m->rope, c->max_position_embeddings, c->head_dim, c->rope_theta);
+    m->block_w = rlc_calloc((size_t)pl->n_blocks, sizeof(float *));
+    if (params)
+        for (int b = 0; b < pl->n_blocks; b++) m->block_w[b] = param_block(params, b);
+    m->ws = rlc_calloc(1, sizeof *m->ws);
+}
+
+void qwen3_model_free(qwen3_model *m) {
+    rope_table_free(&m->rope);
+    free(m->block_w);
+    if (m->ws) rlc_free(m->ws->mem);
+    free(m->ws);
+    memset(m, 0, sizeof *m);
+}
+
+static float *block_ptr(const qwen3_model *m, int b) {
+    float *p = m->get_block ? m->get_block(m->get_block_ctx, b) : m->block_w[b];
+    CHECK(p, "no weights for block %d (set qwen3_model.block_w or get_block)", b);
+    return p;
+}
+static void layer_view(const qwen3_model *m, int l, layer_weights *lw) { param_layer_view(m->pl, block_ptr(m, 1 + l), lw); }
+static const float *embed_w(const qwen3_model *m) { return block_ptr(m, 0); }
+static const float *final_norm_w(const qwen3_model *m) { return block_ptr(m, m->pl->n_blocks - 1); }
+const float *qwen3_lm_head(const qwen3_model *m) {
+    if (m->cfg->tie_word_embeddings) return block_ptr(m, 0);
+    return block_ptr(m, m->pl->n_blocks - 1) + m->cfg->hidden_size;
+}
+
+// h1, q_pre/k_pre, q/k (normed + RoPE), v of one layer from la->x_in.
+static void layer_qkv(const qwen3_model *m, const layer_weights *lw, layer_acts *la, const int32_t *pos, int64_t T) {
+    dims d = dims_of(m->cfg);
+    rmsnorm_forward(la->h1, la->rstd1, la->x_in, lw->in_norm, T, d.H, d.eps);
+    mm_fwd(la->q_pre, 0.f, la->h1, lw->wq, T, d.H, d.QD);
+    mm_fwd(la->k_pre, 0.f, la->h1, lw->wk, T, d.H, d.KD);
+    mm_fwd(la->v, 0.f, la->h1, lw->wv, T, d.H, d.KD);
+    rmsnorm_forward(la->q, la->rstd_q, la->q_pre, lw->q_norm, T * d.nh, d.D, d.eps);
+    rmsnorm_forward(la->k, la->rstd_k, la->k_pre, lw->k_norm, T * d.nkv, d.D, d.eps);
+    rope_forward(la->q, pos, &m->rope, T, d.nh);
+    rope_forward(la->k, pos, &m->rope, T, d.nkv);
+}
+
+// x_mid = x_in + o_proj(attn); h2 = post_norm(x_mid); act = swiglu(gate, up); x_out = x_mid + down(act)
+// (x_out NULL: stop after act, as the backward's recompute needs). x_mid/x_out may alias x_in.
+static void layer_out(const qwen3_model *m, const layer_weights *lw, layer_acts *la, float *x_out, int64_t T) {
+    dims d = dims_of(m->cfg);
+    copy_par(la->x_mid, la->x_in, T * d.H);
+    mm_fwd(la->x_mid, 1.f, la->attn, lw->wo, T, d.QD, d.H);
+    rmsnorm_forward(la->h2, la->rstd2, la->x_mid, lw->post_norm, T, d.H, d.eps);
+    mm_fwd(la->gate, 0.f, la->h2, lw->w_gate, T, d.H, d.I);
+    mm_fwd(la->up, 0.f, la->h2, lw->w_up, T, d.H, d.I);
+    swiglu_forward(la->act, la->gate, la->up, T * d.I);
+    if (!x_out) return;
+    copy_par(x_out, la->x_mid, T * d.H);
+    mm_fwd(x_out, 1.f, la->act, lw->w_down, T, d.I, d.H);
+}
+
+static void layer_forward(const qwen3_model *m, const layer_weights *lw, layer_acts *la, float *x_out, const qwen3_batch *b,
+                          int do_attn) {
+    dims d = dims_of(m->cfg);
+    layer_qkv(m, lw, la, b->pos, b->T);
+    if (do_attn) attention_forward(la->attn, la->lse, la->q, la->k, la->v, b->cu_seqlens, b->n_seqs, (int)d.nh, (int)d.nkv, (int)d.D);
+    layer_out(m, lw, la, x_out, b->T);
+}
+
+static void check_batch(const qwen3_model *m, const qwen3_batch *b) {
+    CHECK(b->T >= 1, "empty batch (T=%lld)", (long long)b->T);
+    CHECK(b->max_seqlen >= 1 && b->max_seqlen <= m->rope.max_pos, "max_seqlen=%d (call qwen3_batch_positions; limit %d)",
+          b->max_seqlen, m->rope.max_pos);
+    CHECK_EQ(b->cu_seqlens[b->n_seqs], b->T, "cu_seqlens[n_seqs] vs T");
+    const int V = m->cfg->vocab_size;
+    for (int64_t t = 0; t < b->T; t++)
+        CHECK(b->tokens[t] >= 0 && b->tokens[t] < V, "token %d at %lld outside vocab [0, %d)", b->tokens[t], (long long)t, V);
+}
+
+void qwen3_forward(qwen3_model *m, qwen3_acts *a, const qwen3_batch *b, float *hidden) {
+    check_batch(m, b);
+    dims d = dims_of(m->cfg);
+    const int64_t T = b->T;
+    layer_weights lw;
+    float *hid;
+    if (a) {
+        CHECK(T <= a->T_max, "batch of %lld tokens > acts T_max %lld", (long long)T, (long long)a->T_max);
+        CHECK(a->cfg.hidden_size == d.H && a->cfg.num_hidden_layers == d.L, "acts built for another config");
+        a->have_forward = a->have_head = 0;
+        embedding_forward(a->la[0].x_in, b->tokens, embed_w(m), T, d.H);
+        for (int l = 0; l < d.L; l++) {
+            layer_view(m, l, &lw);
+            float *x_out = l + 1 < d.L ? a->la[l + 1].x_in : a->x_final;
+            layer_forward(m, &lw, &a->la[l], x_out, b, 1);
+        }
+        rmsnorm_forward(a->hidden, a->rstd_f, a->x_final, final_norm_w(m), T, d.H, d.eps);
+        a->T = T;
+        a->have_forward = 1;
+        hid = a->hidden;
+    } else {
+        ws_reserve(m, T);
+        qwen3_ws *ws = m->ws;
+        layer_acts la = ws->la;
+        la.x_in = la.x_mid = ws->x;
+        la.attn = ws->attn;
+        la.lse = ws->lse;
+        embedding_forward(ws->x, b->tokens, embed_w(m), T, d.H);
+        for (int l = 0; l < d.L; l++) {
+            layer_view(m, l, &lw);
+            layer_forward(m, &lw, &la, ws->x, b, 1);
+        }
+        rmsnorm_forward(ws->hidden, ws->rstd_f, ws->x, final_norm_w(m), T, d.H, d.eps);
+        ws->hidden_T = T;
+        hid = ws->hidden;
+    }
+    if (hidden) copy_par(hidden, hid, T * d.H);
+}
+
+void qwen3_logprob(qwen3_model *m, qwen3_acts *a, const qwen3_batch *b, const int32_t *targets, float temperature,
+                   float *logp, float *entropy) {
+    dims d = dims_of(m->cfg);
+    CHECK(temperature > 0 && isfinite(temperature), "temperature=%g", temperature);
+    const float *hid;
+    float *lse = NULL;
+    if (a) {
+        CHECK(a->have_forward && a->T == b->T, "qwen3_logprob needs qwen3_forward on the same batch first");
+        hid = a->hidden;
+        lse = a->head_lse;
+    } else {
+        CHECK(m->ws->hidden_T == b->T, "qwen3_logprob needs qwen3_forward(m, NULL, ...) on the same batch first");
+        hid = m->ws->hidden;
+    }
+    for (int64_t t = 0; t < b->T; t++)
+        CHECK(targets[t] < d.V, "target %d at %lld outside vocab [0, %lld)", targets[t], (long long)t, (long long)d.V);
+    logprob_head_forward(logp, entropy, lse, hid, qwen3_lm_head(m), targets, b->T, d.H, d.V, temperature);
+    if (a) {
+        a->have_head = 1;
+        a->have_ent = entropy != NULL;
+        if (entropy) copy_par(a->head_ent, entropy, b->T);
+        a->head_temperature = temperature;
+    }
+}
+
+void qwen3_backward(qwen3_model *m, qwen3_acts *a, const qwen3_batch *b, const int32_t *targets, float temperature,
+                    const float *dlogp, const float *dentropy, param_set *grads) {
+    CHECK(a && a->have_forward && a->have_head && a->T == b->T,
+          "qwen3_backward needs qwen3_forward and qwen3_logprob with acts on the same batch first");
+    CHECK(temperature == a->head_temperature, "temperature %g != forward's %g", temperature, a->head_temperature);
+    CHECK(grads->layout->numel == m->pl->numel, "grads layout: %lld != %lld elements", (long long)grads->layout->numel,
+          (long long)m->pl->numel);
+    dims d = dims_of(m->cfg);
+    const int64_t T = b->T, H = d.H, I = d.I, QD = d.QD, KD = d.KD;
+    const int nh = (int)d.nh, nkv = (int)d.nkv, D = (int)d.D;
+
+    // head, then final norm
+    zero_par(a->dhid, T * H);
+    logprob_head_backward_ent(a->dhid, param_lm_head(grads), dlogp, dentropy, a->have_ent ? a->head_ent : NULL, a->hidden,
+                              qwen3_lm_head(m), targets, a->head_lse, T, H, d.V, temperature);
+    float *dx = a->dx, *dh = a->dh;
+    zero_par(dx, T * H);
+    rmsnorm_backward(dx, param_final_norm(grads), a->dhid, a->x_final, final_norm_w(m), a->rstd_f, T, H);
+
+    layer_weights lw, gw;
+    for (int l = (int)d.L - 1; l >= 0; l--) {
+        layer_view(m, l, &lw);
+        param_layer_view(grads->layout, param_block(grads, 1 + l), &gw);
+        layer_acts *la = &a->la[l];
+        if (a->mode != CKPT_NONE) layer_forward(m, &lw, la, NULL, b, a->mode == CKPT_FULL);
+
+        // MLP: x_out = x_mid + down(silu(gate) * up)
+        float *dact = a->dA, *dgate = a->dG, *dup = a->dU;
+        mm_bwd_in(dact, 0.f, dx, lw.w_down, T, I, H);
+        mm_bwd_w(gw.w_down, dx, la->act, T, I, H);
+        zero_par(dgate, T * I);
+        zero_par(dup, T * I);
+        swiglu_backward(dgate, dup, dact, la->gate, la->up, T * I);
+        mm_bwd_in(dh, 0.f, dgate, lw.w_gate, T, H, I);
+        mm_bwd_in(dh, 1.f, dup, lw.w_up, T, H, I);
+        mm_bwd_w(gw.w_gate, dgate, la->h2, T, H, I);
+        mm_bwd_w(gw.w_up, dup, la->h2, T, H, I);
+        rmsnorm_backward(dx, gw.post_norm, dh, la->x_mid, lw.post_norm, la->rstd2, T, H);
+
+        // attention: x_mid = x_in + o_proj(attn(rope(qnorm(q)), rope(knorm(k)), v))
+        float *dattn = a->dA;
+        float *dq = a->dG, *dk = a->dG + T * QD, *dv = a->dG + T * (QD + KD);
+        float *dq_pre = a->dU, *dk_pre = a->dU + T * QD;
+        mm_bwd_in(dattn, 0.f, dx, lw.wo, T, QD, H);
+        mm_bwd_w(gw.wo, dx, la->attn, T, QD, H);
+        zero_par(a->dG, T * (QD + 2 * KD));
+        attention_backward(dq, dk, dv, dattn, la->attn, la->lse, la->q, la->k, la->v, b->cu_seqlens, b->n_seqs, nh, nkv, D);
+        rope_backward(dq, b->pos, &m->rope, T, nh);
+        rope_backward(dk, b->pos, &m->rope, T, nkv);
+        zero_par(a->dU, T * (QD + KD));
+        rmsnorm_backward(dq_pre, gw.q_norm, dq, la->q_pre, lw.q_norm, la->rstd_q, T * nh, D);
+        rmsnorm_backward(dk_pre, gw.k_norm, dk, la->k_pre, lw.k_norm, la->rstd_k, T * nkv, D);
+        mm_bwd_in(dh, 0.f, dq_pre, lw.wq, T, H, QD);
+        mm_bwd_in(dh, 1.f, dk_pre, lw.wk, T, H, KD);
+        mm_bwd_in(dh, 1.f, dv, lw.wv, T, H, KD);
+        mm_bwd_w(gw.wq, dq_pre, la->h1, T, H, QD);
+        mm_bwd_w(gw.wk, dk_pre, la->h1, T, H, KD);
+        mm_bwd_w(gw.wv, dv, la->h1, T, H, KD);
+        rmsnorm_backward(dx, gw.in_norm, dh, la->x_in, lw.in_norm, la->rstd1, T, H);
+    }
+    embedding_backward(param_embed(grads), dx, b->tokens, T, H);
+}
+
+// ---- per-layer pieces for the rollout engine ------------------------------------------------------------------
+
+void qwen3_layer_qkv(const qwen3_model *m, int layer, const float *x, const int32_t *pos, int64_t T, float *q, float *k,
+                     float *v) {
+    CHECK(layer >= 0 && layer < m->cfg->num_hidden_layers, "layer %d", layer);
+    for (int64_t t = 0; t < T; t++) CHECK(pos[t] >= 0 && pos[t] < m->rope.max_pos, "pos[%lld]=%d", (long long)t, pos[t]);
+    ws_reserve(m, T);
+    layer_weights lw;
+    layer_view(m, layer, &lw);
+    layer_acts la = m->ws->la;
+    la.x_in = (float *)x;   // read only
+    la.q = q;
+    la.k = k;
+    la.v = v;
+    layer_qkv(m, &lw, &la, pos, T);
+}
+
+void qwen3_layer_out(const qwen3_model *m, int layer, float *x, const float *attn, int64_t T) {
+    CHECK(layer >= 0 && layer < m->cfg->num_hidden_layers, "layer %d", layer);
+    ws_reserve(m, T);
+    layer_weights lw;
+    layer_view(m, layer, &lw);
+    layer_acts la = m->ws->la;
+    la.x_in = la.x_mid = x;
+    la.attn = (float *)attn;   // read only
+    layer_out(m, &lw, &la, x, T);
+}
+
+void qwen3_final_norm(const qwen3_model *m, float *hidden, const float *x, int64_t T) {
+    ws_reserve(m, T);
+    rmsnorm_forward(hidden, m->ws->rstd_f, x, final_norm_w(m), T, m->cfg->hidden_size, m->cfg->rms_norm_eps);
+}
+
+void qwen3_embed(const qwen3_model *m, float *x, const int32_t *tokens, int64_t T) {
+    for (int64_t t = 0; t < T; t++)
+        CHECK(tokens[t] >= 0 && tokens[t] < m->cfg->vocab_size, "token %d at %lld outside vocab", tokens[t], (long long)t);
+    embedding_forward(x, tokens, embed_w(m), T, m->cfg->hidden_size);
+}
+
+void qwen3_logits(const qwen3_model *m, float *logits, const float *hidden, int64_t T) {
+    logits_forward(logits, hidden, qwen3_lm_head(m), T, m->cfg->hidden_size, m->cfg->vocab_size);
+}

@@ -1,0 +1,639 @@
+// engine.c: scheduler, packed forward over the paged KV cache, sampling (see engine.h).
+#include "rollout/engine.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+
+#include "core/common.h"
+#include "kernels/kernels.h"
+#include "rollout/kv_cache.h"
+#include "rollout/paged_attention.h"
+#include "rollout/rowgemm.h"
+
+enum { SEQ_WAITING = 0, SEQ_RUNNING = 1, SEQ_DONE = 2 };
+enum { PFX_NONE = 0, PFX_PREFILLING = 1, PFX_READY = 2 };
+
+typedef struct {
+    int prompt, sample;
+    uint64_t rng_id;
+    const int32_t *pids;     // (P) prompt ids
+    int64_t P;
+    int32_t *gen;            // (max_new) generated ids
+    float *lp;               // (max_new) their log-probs
+    int64_t n_gen;
+    int64_t max_total;       // min(P + max_new, max_position_embeddings)
+    int32_t *bt;             // (bt_stride) block table
+    int n_bt;
+    int64_t n_cached;        // tokens whose k/v are in the cache
+    int state, admitted_once, finish;
+    double t_first;
+} seq_t;
+
+typedef struct {
+    int state;               // PFX_*
+    int leader;              // seq index while PREFILLING
+    int32_t *blocks;         // (ceil(P / bs)) while READY
+    int n_blocks;
+    float *hidden;           // (H) final-normed hidden of the last prompt token while READY
+    int unadmitted;          // samples of this prompt never admitted yet
+} prefix_t;
+
+struct rollout_engine {
+    qwen3_model *m;
+    rollout_config cfg;
+    kv_cache kc;
+    uint16_t *w16;           // (numel) bf16 copy in the parameter layout, or NULL
+    int64_t T_max;           // tokens per step
+    float *x, *xn, *q, *k, *v, *qn, *kn, *att, *gate, *up, *act, *rstd;   // (T_max, ...) step buffers
+    int32_t *tok, *pos, *tok_seq;                                         // (T_max)
+    int64_t R_cap;           // rows allocated in xs / hid / logits
+    float *xs, *hid, *logits;   // (R_cap, H), (R_cap, H), (R_cap, V)
+    int n_ws;
+    sampler_ws *ws;          // (n_ws) one per thread
+};
+
+const char *rollout_finish_name(int f) {
+    return f == ROLLOUT_FINISH_STOP ? "stop" : f == ROLLOUT_FINISH_LENGTH ? "length" : "none";
+}
+
+void rollout_config_default(rollout_config *c) {
+    memset(c, 0, sizeof *c);
+    c->n = 1;
+    c->sampling.temperature = 1.0f;
+    c->sampling.top_k = -1;
+    c->sampling.top_p = 1.0f;
+    c->sampling.do_sample = 1;
+    c->max_new_tokens = 512;
+    c->seed = 0;
+    c->kv_cache_bytes = 0;
+    c->block_size = 16;
+    c->max_num_seqs = 256;
+    c->max_batched_tokens = 2048;
+    c->share_prompts = 1;
+    c->progress_interval_s = 5.0;
+}
+
+static int64_t mem_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char line[256];
+    long long kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1) break;
+    fclose(f);
+    return (int64_t)kb * 1024;
+}
+
+static float *block_base(const qwen3_model *m, int b) {
+    float *p = m->get_block ? m->get_block(m->get_block_ctx, b) : m->block_w[b];
+    CHECK(p, "rollout: no weights for block %d (set qwen3_model.block_w or get_block)", b);
+    return p;
+}
+
+rollout_engine *rollout_engine_new(qwen3_model *m, const rollout_config *cfg) {
+    const qwen3_config *c = m->cfg;
+    if (cfg->n < 1) rlc_die("rollout: n=%d, expected >= 1", cfg->n);
+    if (cfg->max_new_tokens < 1) rlc_die("rollout: max_new_tokens=%d, expected >= 1", cfg->max_new_tokens);
+    if (cfg->max_num_seqs < 1) rlc_die("rollout: max_num_seqs=%d, expected >= 1", cfg->max_num_seqs);
+    if (cfg->max_batched_tokens < cfg->max_num_seqs)
+        rlc_die("rollout: max_batched_tokens=%d must be >= max_num_seqs=%d", cfg->max_batched_tokens, cfg->max_num_seqs);
+    if (cfg->kv_cache_bytes < 0) rlc_die("rollout: kv_cache_bytes=%lld, expected >= 0", (long long)cfg->kv_cache_bytes);
+    sampler_params_check(&cfg->sampling);
+    rollout_engine *e = rlc_calloc(1, sizeof *e);
+    e->m = m;
+    e->cfg = *cfg;
+    int64_t budget = cfg->kv_cache_bytes;
+    if (budget == 0) {
+        budget = mem_available() / 10 * 4;
+        if (budget <= 0) budget = (int64_t)1 << 30;
+    }
+    kv_cache_init(&e->kc, c->num_hidden_layers, c->num_key_value_heads, c->head_dim, cfg->block_size, budget);
+    const int64_t H = c->hidden_size, QD = (int64_t)c->num_attention_heads * c->head_dim,
+                  KD = (int64_t)c->num_key_value_heads * c->head_dim, I = c->intermediate_size, T = cfg->max_batched_tokens;
+    e->T_max = T;
+    e->x = rlc_alloc((size_t)(T * H) * sizeof(float));
+    e->xn = rlc_alloc((size_t)(T * H) * sizeof(float));
+    e->q = rlc_alloc((size_t)(T * QD) * sizeof(float));
+    e->qn = rlc_alloc((size_t)(T * QD) * sizeof(float));
+    e->att = rlc_alloc((size_t)(T * QD) * sizeof(float));
+    e->k = rlc_alloc((size_t)(T * KD) * sizeof(float));
+    e->kn = rlc_alloc((size_t)(T * KD) * sizeof(float));
+    e->v = rlc_alloc((size_t)(T * KD) * sizeof(float));
+    e->gate = rlc_alloc((size_t)(T * I) * sizeof(float));
+    e->up = rlc_alloc((size_t)(T * I) * sizeof(float));
+    e->act = rlc_alloc((size_t)(T * I) * sizeof(float));
+    e->rstd = rlc_alloc((size_t)(T * c->num_attention_heads) * sizeof(float));
+    e->tok = rlc_malloc((size_t)T * sizeof(int32_t));
+    e->pos = rlc_malloc((size_t)T * sizeof(int32_t));
+    e->tok_seq = rlc_malloc((size_t)T * sizeof(int32_t));
+    e->n_ws = omp_get_max_threads();
+    e->ws = rlc_calloc((size_t)e->n_ws, sizeof(sampler_ws));
+    for (int i = 0; i < e->n_ws; i++) sampler_ws_init(&e->ws[i], c->vocab_size);
+    if (cfg->weights_bf16) {
+        e->w16 = rlc_alloc((size_t)m->pl->numel * sizeof(uint16_t));
+        rollout_engine_sync_weights(e);
+    }
+    return e;
+}
+
+void rollout_engine_sync_weights(rollout_engine *e) {
+    if (!e->w16) return;
+    const param_layout *pl = e->m->pl;
+    for (int b = 0; b < pl->n_blocks; b++)
+        rowgemm_to_bf16(e->w16 + pl->block_off[b], block_base(e->m, b), pl->block_off[b + 1] - pl->block_off[b]);
+}
+
+void rollout_engine_free(rollout_engine *e) {
+    if (!e) return;
+    kv_cache_free(&e->kc);
+    rlc_free(e->w16);
+    float *bufs[] = {e->x, e->xn, e->q, e->qn, e->att, e->k, e->kn, e->v, e->gate, e->up, e->act, e->rstd, e->xs, e->hid, e->logits};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) rlc_free(bufs[i]);
+    free(e->tok);
+    free(e->pos);
+    free(e->tok_seq);
+    for (int i = 0; i < e->n_ws; i++) sampler_ws_free(&e->ws[i]);
+    free(e->ws);
+    free(e);
+}
+
+const rollout_config *rollout_engine_config(const rollout_engine *e) { return &e->cfg; }
+int64_t rollout_engine_kv_bytes(const rollout_engine *e) { return (int64_t)e->kc.n_blocks * e->kc.block_floats * (int64_t)sizeof(float); }
+
+// ---- the packed forward ------------------------------------------------------------------------------------
+
+// A weight matrix in fp32 (master) and, with the bf16 switch, its bf16 copy at the same layout offset.
+static void mm(const rollout_engine *e, float *out, int64_t ldo, const float *x, int64_t T, int64_t C, const float *w,
+               const float *wbase, int64_t wbase_off, int64_t OC, int accumulate) {
+    if (e->w16) rowgemm_forward_bf16(out, ldo, x, e->w16 + wbase_off + (w - wbase), T, C, OC, accumulate);
+    else rowgemm_forward(out, ldo, x, w, T, C, OC, accumulate);
+}
+
+// Forward of e->tok/pos/tok_seq (T tokens): residual stream left in e->x (T, H); k/v written to the cache.
+static void forward_tokens(rollout_engine *e, int64_t T, const int32_t *bt_all, int64_t bt_stride) {
+    const qwen3_model *m = e->m;
+    const qwen3_config *c = m->cfg;
+    const int64_t H = c->hidden_size, D = c->head_dim, nh = c->num_attention_heads, nkv = c->num_key_value_heads;
+    const int64_t QD = nh * D, KD = nkv * D, I = c->intermediate_size;
+    const float eps = c->rms_norm_eps;
+    qwen3_embed(m, e->x, e->tok, T);
+    for (int l = 0; l < c->num_hidden_layers; l++) {
+        float *base = block_base(m, 1 + l);
+        const int64_t off = m->pl->block_off[1 + l];
+        layer_weights lw;
+        param_layer_view(m->pl, base, &lw);
+        rmsnorm_forward(e->xn, e->rstd, e->x, lw.in_norm, T, H, eps);
+        mm(e, e->q, QD, e->xn, T, H, lw.wq, base, off, QD, 0);
+        mm(e, e->k, KD, e->xn, T, H, lw.wk, base, off, KD, 0);
+        mm(e, e->v, KD, e->xn, T, H, lw.wv, base, off, KD, 0);
+        rmsnorm_forward(e->qn, e->rstd, e->q, lw.q_norm, T * nh, D, eps);
+        rmsnorm_forward(e->kn, e->rstd, e->k, lw.k_norm, T * nkv, D, eps);
+        rope_forward(e->qn, e->pos, &m->rope, T, nh);
+        rope_forward(e->kn, e->pos, &m->rope, T, nkv);
+        paged_kv_write(&e->kc, l, e->kn, e->v, bt_all, bt_stride, e->tok_seq, e->pos, T);
+        paged_attention_forward(e->att, e->qn, &e->kc, l, bt_all, bt_stride, e->tok_seq, e->pos, T, (int)nh);
+        mm(e, e->x, H, e->att, T, QD, lw.wo, base, off, H, 1);   // x += o_proj(attn)
+        rmsnorm_forward(e->xn, e->rstd, e->x, lw.post_norm, T, H, eps);
+        mm(e, e->gate, I, e->xn, T, H, lw.w_gate, base, off, I, 0);
+        mm(e, e->up, I, e->xn, T, H, lw.w_up, base, off, I, 0);
+        swiglu_forward(e->act, e->gate, e->up, T * I);
+        mm(e, e->x, H, e->act, T, I, lw.w_down, base, off, H, 1);   // x += mlp
+    }
+}
+
+static void reserve_rows(rollout_engine *e, int64_t R) {
+    if (R <= e->R_cap) return;
+    const int64_t H = e->m->cfg->hidden_size, V = e->m->cfg->vocab_size;
+    int64_t cap = e->R_cap ? e->R_cap : 8;
+    while (cap < R) cap *= 2;
+    rlc_free(e->xs);
+    rlc_free(e->hid);
+    rlc_free(e->logits);
+    e->xs = rlc_alloc((size_t)(cap * H) * sizeof(float));
+    e->hid = rlc_alloc((size_t)(cap * H) * sizeof(float));
+    e->logits = rlc_alloc((size_t)(cap * V) * sizeof(float));
+    e->R_cap = cap;
+}
+
+// logits (R, V) of hidden rows e->hid (R, H).
+static void logits_rows(rollout_engine *e, int64_t R) {
+    const qwen3_config *c = e->m->cfg;
+    const int64_t H = c->hidden_size, V = c->vocab_size;
+    const float *w = qwen3_lm_head(e->m);
+    if (e->w16) {
+        const param_layout *pl = e->m->pl;
+        const int64_t off = c->tie_word_embeddings ? 0 : pl->block_off[pl->n_blocks - 1] + H;
+        rowgemm_forward_bf16(e->logits, V, e->hid, e->w16 + off, R, H, V, 0);
+    } else {
+        rowgemm_forward(e->logits, V, e->hid, w, R, H, V, 0);
+    }
+}
+
+// ---- scheduling -----------------------------------------------------------------------------------------
+
+typedef struct {
+    rollout_engine *e;
+    const rollout_prompt *prompts;
+    int n_total;
+    seq_t *seqs;
+    prefix_t *pfx;
+    int32_t *bt_all;         // (n_total, bt_stride)
+    int64_t bt_stride;
+    int *running, n_running; // seq ids in admission order
+    int *waiting, n_waiting; // seq ids in queue order
+    int n_done;
+    rollout_result *res;
+    double t0;
+} gen_state;
+
+static int64_t n_tok(const seq_t *s) { return s->P + s->n_gen; }
+static int32_t tok_at(const seq_t *s, int64_t t) { return t < s->P ? s->pids[t] : s->gen[t - s->P]; }
+
+static void release_blocks(gen_state *g, seq_t *s) {
+    for (int i = 0; i < s->n_bt; i++) kv_cache_unref(&g->e->kc, s->bt[i]);
+    s->n_bt = 0;
+}
+
+// Make the blocks covering positions [t0, t1) exist and be private. 0 on success, -1 if the pool ran dry
+// (progress made so far is kept).
+static int ensure_blocks(gen_state *g, seq_t *s, int64_t t0, int64_t t1) {
+    kv_cache *kc = &g->e->kc;
+    const int bs = kc->block_size;
+    for (int64_t ib = t0 / bs; ib <= (t1 - 1) / bs; ib++) {
+        if (ib >= s->n_bt) {
+            CHECK(ib == s->n_bt, "block table gap: block %lld, have %d", (long long)ib, s->n_bt);
+            CHECK(ib < g->bt_stride, "block table overflow: %lld >= %lld", (long long)ib, (long long)g->bt_stride);
+            int b = kv_cache_alloc(kc);
+            if (b < 0) return -1;
+            s->bt[s->n_bt++] = b;
+        } else {
+            int r = kv_cache_make_private(kc, &s->bt[ib]);
+            if (r < 0) return -1;
+            if (r > 0) g->res->n_cow++;
+        }
+    }
+    return 0;
+}
+
+static void prefix_release(gen_state *g, prefix_t *px) {
+    for (int i = 0; i < px->n_blocks; i++) kv_cache_unref(&g->e->kc, px->blocks[i]);
+    free(px->blocks);
+    free(px->hidden);
+    px->blocks = NULL;
+    px->hidden = NULL;
+    px->n_blocks = 0;
+    px->state = PFX_NONE;
+}
+
+// Drop one READY prefix (lowest prompt index). Returns 1 if one was dropped.
+static int release_one_prefix(gen_state *g, int n_prompts) {
+    for (int p = 0; p < n_prompts; p++)
+        if (g->pfx[p].state == PFX_READY) { prefix_release(g, &g->pfx[p]); return 1; }
+    return 0;
+}
+
+static void preempt(gen_state *g, int si) {
+    seq_t *s = &g->seqs[si];
+    release_blocks(g, s);
+    s->n_cached = 0;
+    s->state = SEQ_WAITING;
+    prefix_t *px = &g->pfx[s->prompt];
+    if (px->state == PFX_PREFILLING && px->leader == si) px->state = PFX_NONE;
+    memmove(g->waiting + 1, g->waiting, (size_t)g->n_waiting * sizeof(int));
+    g->waiting[0] = si;
+    g->n_waiting++;
+    g->res->n_preempt++;
+}
+
+static int is_stop(const rollout_engine *e, int32_t tok) {
+    const qwen3_config *c = e->m->cfg;
+    if (!e->cfg.ignore_eos)
+        for (int i = 0; i < c->n_eos_token_ids; i++)
+            if (tok == c->eos_token_ids[i]) return 1;
+    for (int i = 0; i < e->cfg.n_stop_ids; i++)
+        if (tok == e->cfg.stop_ids[i]) return 1;
+    return 0;
+}
+
+typedef struct { int seq; int64_t t0, t1, off; } feed_t;
+
+// One engine step. Returns the number of tokens that went through the forward.
+static int64_t step(gen_state *g, int n_prompts, feed_t *feeds, int *joiners, int *row_seq) {
+    rollout_engine *e = g->e;
+    const rollout_config *cfg = &e->cfg;
+    kv_cache *kc = &e->kc;
+    const int bs = kc->block_size;
+    int nfeed = 0, nj = 0, preempted = 0;
+    int64_t T = 0;
+    // 1. running sequences: 1 token each, plus prefill/recompute chunks from the remaining budget.
+    int64_t extra = e->T_max - g->n_running;
+    for (int ri = 0; ri < g->n_running; ri++) {
+        const int si = g->running[ri];
+        seq_t *s = &g->seqs[si];
+        const int64_t pending = n_tok(s) - s->n_cached;
+        CHECK(pending >= 1, "running sequence %d has nothing to feed", si);
+        int64_t take = 1 + (pending - 1 < extra ? pending - 1 : extra);
+        int self = 0;
+        while (ensure_blocks(g, s, s->n_cached, s->n_cached + take) < 0) {
+            if (release_one_prefix(g, n_prompts)) continue;
+            const int victim = g->running[--g->n_running];
+            preempt(g, victim);
+            preempted = 1;
+            if (victim == si) { self = 1; break; }
+        }
+        if (self) break;
+        extra -= take - 1;
+        feeds[nfeed++] = (feed_t){si, s->n_cached, s->n_cached + take, T};
+        T += take;
+    }
+    // 2. admission (not in a step that had to preempt).
+    for (int wi = 0; !preempted && wi < g->n_waiting && g->n_running < cfg->max_num_seqs;) {
+        const int si = g->waiting[wi];
+        seq_t *s = &g->seqs[si];
+        prefix_t *px = cfg->share_prompts && cfg->n > 1 && !s->admitted_once ? &g->pfx[s->prompt] : NULL;
+        if (px && px->state == PFX_PREFILLING) { wi++; continue; }
+        int watermark = g->n_running < kc->n_blocks / 8 ? g->n_running : kc->n_blocks / 8;
+        if (px && px->state == PFX_READY) {   // join: share the prompt's blocks, sample from its hidden
+            if (g->n_running > 0 && kc->n_free - 1 < watermark) break;
+            for (int i = 0; i < px->n_blocks; i++) {
+                kv_cache_ref(kc, px->blocks[i]);
+                s->bt[i] = px->blocks[i];
+            }
+            s->n_bt = px->n_blocks;
+            s->n_cached = s->P;
+            joiners[nj++] = si;
+            g->res->n_prefix_hits++;
+        } else {
+            const int64_t budget = e->T_max - T;
+            if (budget <= 0) break;
+            const int64_t take = n_tok(s) < budget ? n_tok(s) : budget;
+            const int64_t need = (take + bs - 1) / bs;
+            if (g->n_running > 0 && kc->n_free - need < watermark) break;
+            while (kc->n_free < need && release_one_prefix(g, n_prompts)) {}
+            if (kc->n_free < need) break;
+            CHECK(ensure_blocks(g, s, 0, take) == 0, "block allocation failed after the free check");
+            feeds[nfeed++] = (feed_t){si, 0, take, T};
+            T += take;
+            if (px && px->state == PFX_NONE && g->pfx[s->prompt].unadmitted >= 2) {
+                px->state = PFX_PREFILLING;
+                px->leader = si;
+            }
+        }
+        if (!s->admitted_once) { s->admitted_once = 1; g->pfx[s->prompt].unadmitted--; }
+        s->state = SEQ_RUNNING;
+        g->running[g->n_running++] = si;
+        memmove(g->waiting + wi, g->waiting + wi + 1, (size_t)(g->n_waiting - wi - 1) * sizeof(int));
+        g->n_waiting--;
+    }
+    if (nfeed == 0 && nj == 0) {
+        // Nothing runnable: after a preemption (admission resumes next step), or with every block held by
+        // prefixes (drop one and retry).
+        CHECK(preempted || release_one_prefix(g, n_prompts) || g->n_waiting == 0,
+              "rollout scheduler made no progress (running %d, waiting %d, free blocks %d/%d)", g->n_running, g->n_waiting,
+              kc->n_free, kc->n_blocks);
+        return 0;
+    }
+    // 3. the packed forward.
+    for (int f = 0; f < nfeed; f++) {
+        const seq_t *s = &g->seqs[feeds[f].seq];
+        for (int64_t t = feeds[f].t0; t < feeds[f].t1; t++) {
+            const int64_t i = feeds[f].off + (t - feeds[f].t0);
+            e->tok[i] = tok_at(s, t);
+            e->pos[i] = (int32_t)t;
+            e->tok_seq[i] = feeds[f].seq;
+        }
+    }
+    if (T > 0) forward_tokens(e, T, g->bt_all, g->bt_stride);
+    // 4. rows that sample: feeds that reached the end of their tokens, then joiners.
+    const qwen3_config *c = e->m->cfg;
+    const int64_t H = c->hidden_size, V = c->vocab_size;
+    reserve_rows(e, nfeed + nj);
+    int R = 0;
+    for (int f = 0; f < nfeed; f++) {
+        seq_t *s = &g->seqs[feeds[f].seq];
+        s->n_cached = feeds[f].t1;
+        if (feeds[f].t1 != n_tok(s)) continue;
+        memcpy(e->xs + (int64_t)R * H, e->x + (feeds[f].off + feeds[f].t1 - feeds[f].t0 - 1) * H, (size_t)H * sizeof(float));
+        row_seq[R++] = feeds[f].seq;
+    }
+    const int Rf = R;
+    if (Rf > 0) {
+        const float *fn = block_base(e->m, e->m->pl->n_blocks - 1);
+        rmsnorm_forward(e->hid, e->rstd, e->xs, fn, Rf, H, c->rms_norm_eps);
+    }
+    for (int r = 0; r < Rf; r++) {   // a leader that finished the prompt publishes its prefix
+        const int si = row_seq[r];
+        seq_t *s = &g->seqs[si];
+        prefix_t *px = &g->pfx[s->prompt];
+        if (px->state != PFX_PREFILLING || px->leader != si) continue;
+        px->n_blocks = (int)((s->P + bs - 1) / bs);
+        px->blocks = rlc_malloc((size_t)px->n_blocks * sizeof(int32_t));
+        for (int i = 0; i < px->n_blocks; i++) {
+            px->blocks[i] = s->bt[i];
+            kv_cache_ref(kc, s->bt[i]);
+        }
+        px->hidden = rlc_malloc((size_t)H * sizeof(float));
+        memcpy(px->hidden, e->hid + (int64_t)r * H, (size_t)H * sizeof(float));
+        px->state = PFX_READY;
+    }
+    for (int j = 0; j < nj; j++) {
+        memcpy(e->hid + (int64_t)R * H, g->pfx[g->seqs[joiners[j]].prompt].hidden, (size_t)H * sizeof(float));
+        row_seq[R++] = joiners[j];
+    }
+    // 5. logits and sampling (rows in parallel; each row's draw is a pure function of its sample).
+    if (R > 0) {
+        const int nth = omp_get_max_threads();   // the caller may have raised the thread count since
+        if (nth > e->n_ws) {
+            e->ws = rlc_realloc(e->ws, (size_t)nth * sizeof(sampler_ws));
+            for (int i = e->n_ws; i < nth; i++) sampler_ws_init(&e->ws[i], V);
+            e->n_ws = nth;
+        }
+        logits_rows(e, R);
+        if (cfg->on_logits)
+            for (int r = 0; r < R; r++) {
+                const seq_t *s = &g->seqs[row_seq[r]];
+                cfg->on_logits(cfg->on_logits_ctx, s->prompt, s->sample, s->n_gen, e->logits + (int64_t)r * V, V);
+            }
+        int32_t *new_tok = rlc_malloc((size_t)R * sizeof(int32_t));
+        float *new_lp = rlc_malloc((size_t)R * sizeof(float));
+#pragma omp parallel for schedule(static)
+        for (int r = 0; r < R; r++) {
+            const seq_t *s = &g->seqs[row_seq[r]];
+            const int th = omp_get_thread_num();
+            CHECK(th < e->n_ws, "thread %d without a sampler workspace", th);
+            const double u = sampler_uniform(cfg->seed, s->rng_id, (uint64_t)s->sample, (uint64_t)s->n_gen);
+            new_tok[r] = sampler_sample(&cfg->sampling, e->logits + (int64_t)r * V, V, u, &new_lp[r], &e->ws[th]);
+        }
+        const double now = rlc_now() - g->t0;
+        for (int r = 0; r < R; r++) {
+            seq_t *s = &g->seqs[row_seq[r]];
+            s->gen[s->n_gen] = new_tok[r];
+            s->lp[s->n_gen] = new_lp[r];
+            s->n_gen++;
+            if (s->n_gen == 1) s->t_first = now;
+            g->res->gen_tokens++;
+            if (is_stop(e, new_tok[r])) s->finish = ROLLOUT_FINISH_STOP;
+            else if (n_tok(s) >= s->max_total) s->finish = ROLLOUT_FINISH_LENGTH;
+            if (s->finish) {
+                release_blocks(g, s);
+                s->state = SEQ_DONE;
+                g->n_done++;
+            }
+        }
+        free(new_tok);
+        free(new_lp);
+    }
+    // Drop finished sequences from the running list (order kept) and prefixes nobody will join.
+    int w = 0;
+    for (int ri = 0; ri < g->n_running; ri++)
+        if (g->seqs[g->running[ri]].state == SEQ_RUNNING) g->running[w++] = g->running[ri];
+    g->n_running = w;
+    for (int p = 0; p < n_prompts; p++)
+        if (g->pfx[p].state == PFX_READY && g->pfx[p].unadmitted == 0) prefix_release(g, &g->pfx[p]);
+    return T;
+}
+
+void rollout_generate(rollout_engine *e, const rollout_prompt *prompts, int n_prompts, rollout_result *out) {
+    const rollout_config *cfg = &e->cfg;
+    const qwen3_config *c = e->m->cfg;
+    kv_cache *kc = &e->kc;
+    memset(out, 0, sizeof *out);
+    CHECK(n_prompts >= 0, "n_prompts=%d", n_prompts);
+    const int bs = kc->block_size;
+    const int64_t max_pos = c->max_position_embeddings;
+    int64_t max_blocks = 1;
+    for (int p = 0; p < n_prompts; p++) {
+        const rollout_prompt *pr = &prompts[p];
+        if (pr->len <= 0) rlc_die("rollout: prompt %d is empty (a prompt needs at least one token)", p);
+        if (pr->len >= max_pos)
+            rlc_die("rollout: prompt %d has %lld tokens, which leaves no room to generate under max_position_embeddings=%lld",
+                    p, (long long)pr->len, (long long)max_pos);
+        for (int64_t t = 0; t < pr->len; t++)
+            if (pr->ids[t] < 0 || pr->ids[t] >= c->vocab_size)
+                rlc_die("rollout: prompt %d token %lld has id %d outside the vocabulary [0, %d)", p, (long long)t, pr->ids[t],
+                        c->vocab_size);
+        int64_t total = pr->len + cfg->max_new_tokens < max_pos ? pr->len + cfg->max_new_tokens : max_pos;
+        int64_t need = (total - 1 + bs - 1) / bs;   // the last token is never fed
+        if (need > kc->n_blocks)
+            rlc_die("rollout: prompt %d (%lld tokens + max_new_tokens %d) needs %lld KV blocks (%lld bytes) but the KV cache "
+                    "holds %d blocks (%lld bytes); raise --kv-cache-bytes or lower --max-new-tokens",
+                    p, (long long)pr->len, cfg->max_new_tokens, (long long)need,
+                    (long long)(need * kc->block_floats * (int64_t)sizeof(float)), kc->n_blocks,
+                    (long long)((int64_t)kc->n_blocks * kc->block_floats * (int64_t)sizeof(float)));
+        if (need > max_blocks) max_blocks = need;
+    }
+    gen_state g = {0};
+    g.e = e;
+    g.prompts = prompts;
+    g.res = out;
+    g.t0 = rlc_now();
+    const int n = cfg->n;
+    g.n_total = n_prompts * n;
+    g.seqs = rlc_calloc((size_t)g.n_total + 1, sizeof(seq_t));
+    g.pfx = rlc_calloc((size_t)n_prompts + 1, sizeof(prefix_t));
+    g.bt_stride = max_blocks;
+    g.bt_all = rlc_calloc((size_t)(g.n_total * max_blocks) + 1, sizeof(int32_t));
+    g.running = rlc_malloc(((size_t)g.n_total + 1) * sizeof(int));
+    g.waiting = rlc_malloc(((size_t)g.n_total + 1) * sizeof(int));
+    for (int p = 0; p < n_prompts; p++) {
+        g.pfx[p].unadmitted = n;
+        out->prompt_tokens += prompts[p].len * n;
+        for (int j = 0; j < n; j++) {
+            const int si = p * n + j;
+            seq_t *s = &g.seqs[si];
+            s->prompt = p;
+            s->sample = j;
+            s->rng_id = prompts[p].id;
+            s->pids = prompts[p].ids;
+            s->P = prompts[p].len;
+            s->max_total = s->P + cfg->max_new_tokens < max_pos ? s->P + cfg->max_new_tokens : max_pos;
+            s->gen = rlc_malloc((size_t)cfg->max_new_tokens * sizeof(int32_t));
+            s->lp = rlc_malloc((size_t)cfg->max_new_tokens * sizeof(float));
+            s->bt = g.bt_all + (int64_t)si * max_blocks;
+            g.waiting[g.n_waiting++] = si;
+        }
+    }
+    feed_t *feeds = rlc_malloc(((size_t)g.n_total + 1) * sizeof(feed_t));
+    int *joiners = rlc_malloc(((size_t)g.n_total + 1) * sizeof(int));
+    int *row_seq = rlc_malloc(((size_t)g.n_total + 1) * sizeof(int));
+    double t_last = g.t0;
+    int64_t gen_last = 0;
+    while (g.n_done < g.n_total) {
+        out->computed_tokens += step(&g, n_prompts, feeds, joiners, row_seq);
+        out->n_steps++;
+        if (g.n_running > out->max_running) out->max_running = g.n_running;
+        if (kc->n_blocks - kc->n_free > out->kv_blocks_peak) out->kv_blocks_peak = kc->n_blocks - kc->n_free;
+        const double now = rlc_now();
+        if (cfg->progress && (now - t_last >= cfg->progress_interval_s || g.n_done == g.n_total)) {
+            fprintf(stderr, "rollout: step %lld  %.1f tok/s  running %d  waiting %d  done %d/%d  kv blocks %d/%d  preempted %lld\n",
+                    (long long)out->n_steps, (double)(out->gen_tokens - gen_last) / (now - t_last + 1e-9), g.n_running,
+                    g.n_waiting, g.n_done, g.n_total, kc->n_blocks - kc->n_free, kc->n_blocks, (long long)out->n_preempt);
+            t_last = now;
+            gen_last = out->gen_tokens;
+        }
+    }
+    for (int p = 0; p < n_prompts; p++)
+        if (g.pfx[p].state == PFX_READY) prefix_release(&g, &g.pfx[p]);
+    CHECK(kc->n_free == kc->n_blocks, "KV blocks leaked: %d of %d free after generation", kc->n_free, kc->n_blocks);
+    out->t_total = rlc_now() - g.t0;
+    out->n_samples = g.n_total;
+    out->samples = rlc_calloc((size_t)g.n_total + 1, sizeof(rollout_sample));
+    for (int si = 0; si < g.n_total; si++) {
+        seq_t *s = &g.seqs[si];
+        rollout_sample *o = &out->samples[si];
+        o->prompt = s->prompt;
+        o->sample = s->sample;
+        o->len = s->n_gen;
+        o->ids = s->gen;
+        o->logprobs = s->lp;
+        o->finish = s->finish;
+        o->t_first = s->t_first;
+    }
+    out->kv_blocks = kc->n_blocks;
+    out->kv_block_bytes = kc->block_floats * (int64_t)sizeof(float);
+    free(feeds);
+    free(joiners);
+    free(row_seq);
+    free(g.seqs);
+    free(g.pfx);
+    free(g.bt_all);
+    free(g.running);
+    free(g.waiting);
+}
+
+void rollout_result_free(rollout_result *r) {
+    for (int i = 0; i < r->n_samples; i++) {
+        free(r->samples[i].ids);
+        free(r->samples[i].logprobs);
+    }
+    free(r->samples);
+    memset(r, 0, sizeof *r);
+}
+
+void rollout_probs_diff_compute(rollout_probs_diff *o, const float *la, const float *lr, int64_t n) {
+    memset(o, 0, sizeof *o);
+    o->n = n;
+    if (n <= 0) { o->diff_max = o->diff_mean = o->diff_std = o->pearson = NAN; return; }
+    double sa = 0, sr = 0, sd = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double pa = exp((double)la[i]), pr = exp((double)lr[i]), d = fabs(pa - pr);
+        sa += pa;
+        sr += pr;
+        sd += d;
+        if (d > o->diff_max) o->diff_max = d;
+    }
+    const double ma = sa / n, mr = sr / n, md = sd / n;
+    double vd = 0, caa = 0, crr = 0, car = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double pa = exp((double)la[i]) - ma, pr = exp((double)lr[i]) - mr, d = fabs(exp((double)la[i]) - exp((double)lr[i])) - md;
+        vd += d * d;
+        caa += pa * pa;
+        crr += pr * pr;
+        car += pa * pr;
+    }
+    o->diff_mean = md;
+    o->diff_std = n > 1 ? sqrt(vd / (double)(n - 1)) : NAN;
+    double r = car / sqrt(caa * crr);
+    o->pearson = r > 1 ? 1 : r < -1 ? -1 : r;
+}

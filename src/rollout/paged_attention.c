@@ -1,0 +1,203 @@
+// paged_attention.c: GQA attention over the paged KV cache (see paged_attention.h).
+//
+// Fast path (AVX-512, block_size 16, D % 16 == 0): per (token, kv head) task and per block, the scores of
+// the block's 16 keys are one zmm per query head, accumulated over d with 4 interleaved partial sums from
+// the transposed key tile (no horizontal sums); an online softmax (running max m, sum l) rescales the
+// (G, D) accumulator, which adds p_j * v_j rows. Portable path: the same algorithm in scalar code.
+#include "rollout/paged_attention.h"
+
+#include <math.h>
+#include <omp.h>
+
+#include "core/common.h"
+#include "kernels/kmath.h"
+
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
+
+#define PA_MAX_G 16    // query heads per kv head
+#define PA_MAX_D 512   // head dim
+
+void paged_kv_write(kv_cache *kc, int layer, const float *k, const float *v, const int32_t *block_tables,
+                    int64_t bt_stride, const int32_t *tok_seq, const int32_t *pos, int64_t T) {
+    const int nkv = kc->n_kv_heads, D = kc->head_dim, bs = kc->block_size;
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < T; t++) {
+        const int32_t *bt = block_tables + (int64_t)tok_seq[t] * bt_stride;
+        const int b = bt[pos[t] / bs], s = pos[t] % bs;
+        CHECK(b >= 0 && b < kc->n_blocks && kc->refcount[b] == 1, "kv write at pos %d into block %d (refcount %d)", pos[t], b,
+              b >= 0 && b < kc->n_blocks ? kc->refcount[b] : -1);
+        float *kt = kv_cache_k(kc, b, layer), *vt = kv_cache_v(kc, b, layer);
+        for (int h = 0; h < nkv; h++) {
+            const float *kh = k + t * (int64_t)nkv * D + (int64_t)h * D, *vh = v + t * (int64_t)nkv * D + (int64_t)h * D;
+            float *kd = kt + (int64_t)h * D * bs + s, *vd = vt + (int64_t)h * bs * D + (int64_t)s * D;
+            for (int d = 0; d < D; d++) kd[(int64_t)d * bs] = kh[d];
+            memcpy(vd, vh, (size_t)D * sizeof(float));
+        }
+    }
+}
+
+#ifdef __AVX512F__
+static inline float hsum16(__m512 v) {
+    __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+    __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
+    __m128 d = _mm_add_ss(c, _mm_movehdup_ps(c));
+    return _mm_cvtss_f32(d);
+}
+
+// One (token, kv head) task, block_size 16. out_t/q_t point at the token's (nh*D) rows.
+static void task_avx512(float *out_t, const float *q_t, const kv_cache *kc, int layer, const int32_t *bt, int n_keys,
+                        int g, int G, int D, float scale) {
+    _Alignas(64) float acc[PA_MAX_G * PA_MAX_D];
+    _Alignas(64) float pj[16];
+    float m[PA_MAX_G], l[PA_MAX_G];
+    for (int h = 0; h < G; h++) { m[h] = -INFINITY; l[h] = 0.f; }
+    memset(acc, 0, (size_t)G * D * sizeof(float));
+    const int nblk = (n_keys + 15) / 16;
+    for (int ib = 0; ib < nblk; ib++) {
+        const int b = bt[ib];
+        const float *kt = kv_cache_k(kc, b, layer) + (int64_t)g * D * 16;   // (D, 16)
+        const float *vt = kv_cache_v(kc, b, layer) + (int64_t)g * 16 * D;   // (16, D)
+        const int nk = n_keys - ib * 16 < 16 ? n_keys - ib * 16 : 16;
+        const __mmask16 valid = (__mmask16)((1u << nk) - 1u);
+        for (int h = 0; h < G; h++) {
+            const float *qh = q_t + (int64_t)(g * G + h) * D;
+            __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+            for (int d = 0; d < D; d += 4) {
+                s0 = _mm512_fmadd_ps(_mm512_set1_ps(qh[d]), _mm512_load_ps(kt + (int64_t)d * 16), s0);
+                s1 = _mm512_fmadd_ps(_mm512_set1_ps(qh[d + 1]), _mm512_load_ps(kt + (int64_t)(d + 1) * 16), s1);
+                s2 = _mm512_fmadd_ps(_mm512_set1_ps(qh[d + 2]), _mm512_load_ps(kt + (int64_t)(d + 2) * 16), s2);
+                s3 = _mm512_fmadd_ps(_mm512_set1_ps(qh[d + 3]), _mm512_load_ps(kt + (int64_t)(d + 3) * 16), s3);
+            }
+            __m512 s = _mm512_mul_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)), _mm512_set1_ps(scale));
+            s = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), valid, s);
+            const float mb = _mm512_reduce_max_ps(s);
+            const float mn = m[h] > mb ? m[h] : mb;
+            const float corr = k_expf(m[h] - mn);
+            _mm512_store_ps(pj, _mm512_sub_ps(s, _mm512_set1_ps(mn)));
+#pragma omp simd
+            for (int j = 0; j < 16; j++) pj[j] = k_expf(pj[j]);
+            l[h] = l[h] * corr + hsum16(_mm512_load_ps(pj));
+            m[h] = mn;
+            float *ah = acc + (int64_t)h * D;
+            const __m512 cv = _mm512_set1_ps(corr);
+            for (int dv = 0; dv < D; dv += 16) {
+                __m512 a = _mm512_mul_ps(_mm512_load_ps(ah + dv), cv);
+                for (int j = 0; j < nk; j++) a = _mm512_fmadd_ps(_mm512_set1_ps(pj[j]), _mm512_load_ps(vt + (int64_t)j * D + dv), a);
+                _mm512_store_ps(ah + dv, a);
+            }
+        }
+    }
+    for (int h = 0; h < G; h++) {
+        const float inv = 1.0f / l[h];
+        float *o = out_t + (int64_t)(g * G + h) * D;
+        for (int d = 0; d < D; d++) o[d] = acc[(int64_t)h * D + d] * inv;
+    }
+}
+#endif
+
+// Portable task: same algorithm, any block size and head dim.
+static void task_generic(float *out_t, const float *q_t, const kv_cache *kc, int layer, const int32_t *bt, int n_keys,
+                         int g, int G, int D, float scale) {
+    const int bs = kc->block_size;
+    float acc[PA_MAX_G * PA_MAX_D];
+    float sc[1024];
+    float m[PA_MAX_G], l[PA_MAX_G];
+    for (int h = 0; h < G; h++) { m[h] = -INFINITY; l[h] = 0.f; }
+    memset(acc, 0, (size_t)G * D * sizeof(float));
+    const int nblk = (n_keys + bs - 1) / bs;
+    for (int ib = 0; ib < nblk; ib++) {
+        const int b = bt[ib];
+        const float *kt = kv_cache_k(kc, b, layer) + (int64_t)g * D * bs;
+        const float *vt = kv_cache_v(kc, b, layer) + (int64_t)g * bs * D;
+        const int nk = n_keys - ib * bs < bs ? n_keys - ib * bs : bs;
+        for (int h = 0; h < G; h++) {
+            const float *qh = q_t + (int64_t)(g * G + h) * D;
+            float mb = -INFINITY;
+            for (int j = 0; j < nk; j++) {
+                float s = 0.f;
+                for (int d = 0; d < D; d++) s = fmaf(qh[d], kt[(int64_t)d * bs + j], s);
+                sc[j] = s * scale;
+                if (sc[j] > mb) mb = sc[j];
+            }
+            const float mn = m[h] > mb ? m[h] : mb;
+            const float corr = k_expf(m[h] - mn);
+            float ps = 0.f;
+            for (int j = 0; j < nk; j++) { sc[j] = k_expf(sc[j] - mn); ps += sc[j]; }
+            l[h] = l[h] * corr + ps;
+            m[h] = mn;
+            float *ah = acc + (int64_t)h * D;
+            for (int d = 0; d < D; d++) {
+                float a = ah[d] * corr;
+                for (int j = 0; j < nk; j++) a = fmaf(sc[j], vt[(int64_t)j * D + d], a);
+                ah[d] = a;
+            }
+        }
+    }
+    for (int h = 0; h < G; h++) {
+        const float inv = 1.0f / l[h];
+        float *o = out_t + (int64_t)(g * G + h) * D;
+        for (int d = 0; d < D; d++) o[d] = acc[(int64_t)h * D + d] * inv;
+    }
+}
+
+void paged_attention_forward(float *out, const float *q, const kv_cache *kc, int layer, const int32_t *block_tables,
+                             int64_t bt_stride, const int32_t *tok_seq, const int32_t *pos, int64_t T, int nh) {
+    const int nkv = kc->n_kv_heads, D = kc->head_dim;
+    CHECK(nh % nkv == 0 && nh / nkv <= PA_MAX_G && D <= PA_MAX_D && kc->block_size <= 1024,
+          "paged attention: nh=%d nkv=%d D=%d block_size=%d unsupported", nh, nkv, D, kc->block_size);
+    const int G = nh / nkv;
+    const float scale = 1.0f / sqrtf((float)D);
+#ifdef __AVX512F__
+    const int fast = kc->block_size == 16 && D % 16 == 0;
+#endif
+    const int64_t n_tasks = T * nkv;
+    // dynamic: tasks differ in length (context), and a task's result does not depend on its thread
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t task = 0; task < n_tasks; task++) {
+        const int64_t t = task / nkv;
+        const int g = (int)(task % nkv);
+        const int32_t *bt = block_tables + (int64_t)tok_seq[t] * bt_stride;
+        float *out_t = out + t * (int64_t)nh * D;
+        const float *q_t = q + t * (int64_t)nh * D;
+#ifdef __AVX512F__
+        if (fast) { task_avx512(out_t, q_t, kc, layer, bt, pos[t] + 1, g, G, D, scale); continue; }
+#endif
+        task_generic(out_t, q_t, kc, layer, bt, pos[t] + 1, g, G, D, scale);
+    }
+}
+
+void paged_attention_forward_ref(float *out, const float *q, const kv_cache *kc, int layer, const int32_t *block_tables,
+                                 int64_t bt_stride, const int32_t *tok_seq, const int32_t *pos, int64_t T, int nh) {
+    const int nkv = kc->n_kv_heads, D = kc->head_dim, bs = kc->block_size, G = nh / nkv;
+    const double scale = 1.0 / sqrt((double)D);
+    for (int64_t t = 0; t < T; t++) {
+        const int32_t *bt = block_tables + (int64_t)tok_seq[t] * bt_stride;
+        const int n = pos[t] + 1;
+        double *sc = rlc_malloc((size_t)n * sizeof(double));
+        for (int h = 0; h < nh; h++) {
+            const int g = h / G;
+            const float *qh = q + t * (int64_t)nh * D + (int64_t)h * D;
+            double mx = -INFINITY;
+            for (int p = 0; p < n; p++) {
+                const float *kt = kv_cache_k(kc, bt[p / bs], layer) + (int64_t)g * D * bs + p % bs;
+                double s = 0;
+                for (int d = 0; d < D; d++) s += (double)qh[d] * (double)kt[(int64_t)d * bs];
+                sc[p] = s * scale;
+                if (sc[p] > mx) mx = sc[p];
+            }
+            double sum = 0;
+            for (int p = 0; p < n; p++) { sc[p] = exp(sc[p] - mx); sum += sc[p]; }
+            float *o = out + t * (int64_t)nh * D + (int64_t)h * D;
+            for (int d = 0; d < D; d++) {
+                double a = 0;
+                for (int p = 0; p < n; p++)
+                    a += sc[p] * (double)kv_cache_v(kc, bt[p / bs], layer)[(int64_t)g * bs * D + (int64_t)(p % bs) * D + d];
+                o[d] = (float)(a / sum);
+            }
+        }
+        free(sc);
+    }
+}

@@ -1,0 +1,26 @@
+// paged_attention.h: attention of new query tokens over a paged KV cache (GQA), and the cache writes.
+//
+// Every query token t belongs to a sequence (row tok_seq[t] of block_tables) and sits at position pos[t];
+// it attends to the keys at positions 0..pos[t] of that sequence (its own key included, so the caller
+// writes the new tokens' k/v first). The same kernel serves decode (one token per sequence) and prefill or
+// recompute (many tokens of a sequence): each (token, kv head) is one task with a fixed loop over the
+// sequence's blocks and an online softmax, so its result does not depend on the other tokens in the call,
+// on the thread count, or on where the blocks live. OpenMP over tokens x kv heads (dynamic schedule:
+// a task's result does not depend on the thread that runs it).
+#pragma once
+#include <stdint.h>
+
+#include "rollout/kv_cache.h"
+
+// Write k/v (T, nkv*D) of T new tokens at slot pos[t] of sequence tok_seq[t]. block_tables (rows, bt_stride):
+// logical block i of a sequence -> pool block; the target blocks must exist and be private.
+void paged_kv_write(kv_cache *kc, int layer, const float *k, const float *v, const int32_t *block_tables,
+                    int64_t bt_stride, const int32_t *tok_seq, const int32_t *pos, int64_t T);
+
+// out (T, nh*D) = softmax(q k^T * D^-0.5) v over positions 0..pos[t]; q (T, nh*D) after norm + RoPE.
+// Query head h uses kv head h / (nh / nkv).
+void paged_attention_forward(float *out, const float *q, const kv_cache *kc, int layer, const int32_t *block_tables,
+                             int64_t bt_stride, const int32_t *tok_seq, const int32_t *pos, int64_t T, int nh);
+// Reference: double-precision two-pass softmax per (token, head). Tests only.
+void paged_attention_forward_ref(float *out, const float *q, const kv_cache *kc, int layer, const int32_t *block_tables,
+                                 int64_t bt_stride, const int32_t *tok_seq, const int32_t *pos, int64_t T, int nh);

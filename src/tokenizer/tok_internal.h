@@ -1,0 +1,139 @@
+// tok_internal.h: the tokenizer's internal structures, shared by the src/tokenizer/*.c files only.
+#pragma once
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/strbuf.h"
+#include "tokenizer/tokenizer.h"
+
+// ---- string -> int32 hash map over strings stored in an arena ----
+typedef struct {
+    uint64_t hash;        // tok_hash of the key
+    uint32_t key;         // arena offset + 1 of the key bytes (0 = empty); a uint32 length precedes them
+    int32_t val;
+} tok_strslot;
+typedef struct {
+    char *arena;          // (arena_n) bytes: per key a uint32 length, the bytes, a NUL
+    size_t arena_n, arena_cap;
+    tok_strslot *slot;    // (cap)
+    uint64_t cap, count;  // cap is a power of two; grown at 3/4 load
+    int hash_collision;   // two different stored keys share a 64-bit hash (tok_strmap_get_known then compares bytes)
+} tok_strmap;
+void tok_strmap_init(tok_strmap *m, uint64_t expected);
+void tok_strmap_free(tok_strmap *m);
+// Insert or overwrite. Returns the arena offset of the stored key.
+uint32_t tok_strmap_put(tok_strmap *m, const char *key, size_t len, int32_t val);
+int32_t tok_strmap_get(const tok_strmap *m, const char *key, size_t len);   // -1 if absent
+// Lookup for keys that are expected to be present (loading merges of a valid file): when no two stored
+// keys share a 64-bit hash, a hash match identifies the key without reading it back. A key that is
+// absent is still reported absent unless its hash collides with a stored key's (probability 2^-64).
+int32_t tok_strmap_get_known(const tok_strmap *m, const char *key, size_t len);
+uint64_t tok_hash(const void *p, size_t n);
+// Hash-only lookup helpers (for batched, prefetched lookups while loading merges).
+static inline const tok_strslot *tok_strmap_slot0(const tok_strmap *m, uint64_t hv) { return &m->slot[hv & (m->cap - 1)]; }
+int32_t tok_strmap_get_known_h(const tok_strmap *m, const char *key, size_t len, uint64_t hv);
+
+// ---- normalizer ----
+enum { TOK_NORM_NFC = 1, TOK_NORM_NFD, TOK_NORM_NFKC, TOK_NORM_NFKD };
+
+// ---- pre-tokenizer steps ----
+enum { TOK_SPLIT_REMOVED, TOK_SPLIT_ISOLATED, TOK_SPLIT_MERGED_PREV, TOK_SPLIT_MERGED_NEXT, TOK_SPLIT_CONTIGUOUS };
+typedef struct {
+    int kind;                  // 0 = Split, 1 = ByteLevel
+    // Split (also used for ByteLevel use_regex with the GPT-2 pattern)
+    pcre2_code *re;
+    pcre2_match_data *md;
+    int behavior, invert;
+    // ByteLevel
+    int add_prefix_space, use_regex;
+} tok_pretok_step;
+
+typedef struct {
+    int32_t id;
+    char *content;            // UTF-8
+    size_t len;
+    int special, single_word, lstrip, rstrip, normalized;
+    char *norm_content;       // content after the normalizer (for normalized=1 tokens)
+    size_t norm_len;
+} tok_added;
+
+typedef struct { int64_t s, e; } tok_span;
+
+typedef struct {
+    uint64_t key;     // ((uint64)a << 32 | b) + 1; 0 = empty
+    uint32_t rank;
+    int32_t nw;       // id of the merged token
+} tok_merge;
+
+// ---- BPE word cache (bounded; cleared when full) ----
+typedef struct {
+    uint64_t *hash;           // (cap) 0 = empty
+    uint32_t *key_off, *key_len, *val_off, *val_n;   // (cap)
+    char *keys; size_t keys_n, keys_cap;
+    int32_t *vals; size_t vals_n, vals_cap;
+    uint64_t cap, count, max_count;
+    uint64_t hits, misses;
+} tok_cache;
+
+struct rlc_tokenizer {
+    char *name;                      // file path for error messages
+    // model
+    tok_strmap vocab;                // token string -> id (model vocab only)
+    int64_t n_ids;                   // max id + 1 over vocab and added tokens
+    const char **id_tok;             // (n_ids) token string or NULL (points into vocab arena / added)
+    uint32_t *dec_off, *dec_len;     // (n_ids) decoded bytes of each id in dec_bytes
+    char *dec_bytes; size_t dec_n;
+    // merges: open addressing on (a << 32 | b) -> rank, new id
+    tok_merge *mslot;                // (mcap) open addressing, one 16-byte slot per probe
+    uint64_t mcap, mcount;
+    int ignore_merges;
+    int32_t unk_id;                  // -1: none
+    int fuse_unk;
+    int byte_level;                  // the pre-tokenizer maps bytes through bytes_to_unicode
+    int32_t byte_id[256];            // vocab id of each byte's byte-level char (-1 if absent)
+    uint32_t byte_char[256];         // bytes_to_unicode
+    int16_t char_byte[512];          // inverse for code points < 512 (-1: none)
+    // normalizer
+    int norm[8]; int n_norm;
+    // pre-tokenizer
+    tok_pretok_step steps[8]; int n_steps;
+    // added tokens
+    tok_added *added; int n_added;
+    uint8_t added_first[256];        // 1 if some raw (normalized=0) added token starts with this byte
+    uint8_t added_first_norm[256];   // same for normalized=1 tokens
+    int n_added_raw, n_added_norm;
+    uint8_t *is_special;             // (n_ids)
+    // post-processor (TemplateProcessing single): ids before / after the sequence
+    int32_t post_pre[8]; int n_post_pre;
+    int32_t post_post[8]; int n_post_post;
+    // decoder
+    int dec_bytelevel;               // 1: ByteLevel, 0: none (tokens joined with " ")
+    // configs
+    rlc_tok_special sp;
+    rlc_tok_opts opts;
+    char *chat_template;             // NULL if none
+    char chat_sha[65];
+    int chat_kind;                   // 0 none/unknown, 1 qwen3, 2 plain
+    // scratch
+    tok_cache cache;
+    rlc_strbuf sc_map;               // BPE: the word as byte-level chars (ignore_merges lookup)
+    tok_span *sc_spans[8]; int64_t sc_spans_cap[8];
+    int32_t *sc_sym; int64_t sc_sym_cap;   // BPE scratch
+};
+
+// tok_json.c
+void tok_load_json(rlc_tokenizer *t, const char *json, size_t len);
+// tok_pretok.c
+char *rlc_tok_rewrite_regex(const char *pat, const char *where);   // malloc'd PCRE2 pattern
+void tok_step_compile_regex(tok_pretok_step *st, const char *pat, int literal, const char *where);
+// Split [p, p+n) by the step's regex; writes spans (relative to p) into *out, returns the count.
+int64_t tok_split_apply(const tok_pretok_step *st, const char *p, size_t n, tok_span **out, int64_t *cap);
+// tok_bpe.c
+void tok_bpe_word(rlc_tokenizer *t, const char *p, size_t n, rlc_ivec *out);
+void tok_cache_init(tok_cache *c, int64_t capacity);
+void tok_cache_free(tok_cache *c);
+// tokenizer.c
+int tok_is_white_space(uint32_t c);
+int tok_utf8_next(const char *p, size_t n, size_t *i, uint32_t *cp);   // 1 if valid sequence decoded

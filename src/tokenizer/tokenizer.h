@@ -1,0 +1,122 @@
+// tokenizer.h: Hugging Face tokenizer.json (model BPE) in C, id-for-id identical to the HF Rust
+// `tokenizers` library, plus the chat template and the special-token configuration of a checkpoint.
+// Spec: shared/spec/qwen3.md §4-6.
+//
+// Supported tokenizer.json features (anything else is a one-line error naming the feature):
+//   normalizer     null | NFC | NFD | NFKC | NFKD | Sequence of those
+//   pre_tokenizer  null | Split (Regex or String pattern; behaviors Removed, Isolated, MergedWithPrevious,
+//                  MergedWithNext, Contiguous; invert) | ByteLevel (add_prefix_space, use_regex) | Sequence;
+//                  ByteLevel must be the last step.
+//   model          BPE: vocab, merges as "a b" strings or [a, b] pairs, ignore_merges, unk_token/fuse_unk.
+//                  Not supported: dropout > 0, byte_fallback, continuing_subword_prefix, end_of_word_suffix.
+//   post_processor null | ByteLevel | TemplateProcessing (single sequence) | Sequence of those.
+//   decoder        null | ByteLevel.
+//   added_tokens   matched before normalization (normalized=false) or after it (normalized=true),
+//                  leftmost-longest, with single_word, lstrip, rstrip; special ones can be skipped on decode.
+//
+// Regex semantics: HF compiles Split patterns with Oniguruma. rlc compiles them with PCRE2 (UTF + UCP,
+// JIT) after rewriting the Oniguruma meanings that differ (see tok_pretok.c, rlc_tok_rewrite_regex):
+//   \s -> Unicode White_Space (U+0009-000D, 0020, 0085, 00A0, 1680, 2000-200A, 2028, 2029, 202F, 205F,
+//         3000; not U+FEFF/180E/200B), \S its complement, \d -> \p{Nd}, \w -> [\p{L}\p{M}\p{Nd}\p{Pc}].
+//   (?i:...) keeps PCRE2's Unicode caseless matching, which uses Unicode simple case folding
+//   (so `s` also matches U+017F, `k` U+212A), the same as Oniguruma.
+//
+// Thread safety: a tokenizer owns a word cache and scratch buffers, so rlc_tok_encode must not be
+// called on one tokenizer from two threads at once. Decoding (rlc_tok_decode, streams) is read-only.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/strbuf.h"
+
+typedef struct rlc_tokenizer rlc_tokenizer;
+
+// How chat messages are rendered (rlc_tok_chat_render).
+typedef enum {
+    RLC_CHAT_AUTO = 0,   // recognise tokenizer_config.json's chat_template (by sha256); unknown -> error
+    RLC_CHAT_QWEN3,      // render the Qwen3 template whatever the config says
+    RLC_CHAT_PLAIN,      // documented plain fallback: message contents joined by "\n"; no role markers,
+                         // and add_generation_prompt adds nothing. For base models without a template.
+} rlc_chat_mode;
+// "auto" | "qwen3" | "plain" -> mode; dies naming `what` for anything else.
+rlc_chat_mode rlc_chat_mode_parse(const char *s, const char *what);
+
+typedef struct {
+    rlc_chat_mode chat_mode;
+    int64_t cache_capacity;   // word-cache entries (0: default 65536; -1: no cache)
+    int bpe_ref;              // 1: use the O(n^2) reference merge loop (tests), no cache
+} rlc_tok_opts;
+
+// Load a tokenizer. `path` is a checkpoint directory (tokenizer.json, plus tokenizer_config.json and
+// generation_config.json when present) or a path to a tokenizer.json file. opts may be NULL.
+// Dies with one line naming the file and the problem on bad input.
+rlc_tokenizer *rlc_tok_load(const char *path, const rlc_tok_opts *opts);
+// Build from tokenizer.json text (`name` is used in error messages), no config files.
+rlc_tokenizer *rlc_tok_from_json(const char *json, size_t len, const char *name, const rlc_tok_opts *opts);
+// Apply tokenizer_config.json / generation_config.json text (either may be NULL) to a loaded tokenizer.
+void rlc_tok_apply_config(rlc_tokenizer *t, const char *tok_config_json, const char *tok_config_name,
+                          const char *gen_config_json, const char *gen_config_name);
+void rlc_tok_free(rlc_tokenizer *t);
+
+// Encode UTF-8 text (len bytes; invalid UTF-8 is first replaced by U+FFFD per maximal subpart) and
+// append the ids to out. This is HF `encode(text, add_special_tokens=False)`; with add_special=1
+// the post-processor's template (e.g. a BOS) is applied too.
+void rlc_tok_encode(rlc_tokenizer *t, const char *text, size_t len, rlc_ivec *out);
+void rlc_tok_encode_ex(rlc_tokenizer *t, const char *text, size_t len, int add_special, rlc_ivec *out);
+
+// Decode ids to UTF-8 as HF `decode(ids, skip_special_tokens)`: ids without a token are dropped and
+// invalid UTF-8 becomes U+FFFD (Rust from_utf8_lossy). Appends to out.
+void rlc_tok_decode(const rlc_tokenizer *t, const int32_t *ids, int64_t n, int skip_special, rlc_strbuf *out);
+// Convenience: malloc'd NUL-terminated string.
+char *rlc_tok_decode_str(const rlc_tokenizer *t, const int32_t *ids, int64_t n, int skip_special);
+
+// Streaming decode for generation: feed ids one at a time; each call appends the text that is now
+// complete (a UTF-8 sequence split across tokens is held back until it completes or proves invalid).
+// The concatenation of all pushes and the final finish equals rlc_tok_decode of the same ids.
+typedef struct {
+    unsigned char pend[8];   // bytes of an incomplete UTF-8 sequence
+    int npend;
+    int skip_special;
+    int64_t n_tokens;        // tokens seen that produced text (for the no-decoder " " join)
+} rlc_tok_stream;
+void rlc_tok_stream_init(rlc_tok_stream *s, int skip_special);
+// Returns the number of bytes appended.
+size_t rlc_tok_stream_push(rlc_tok_stream *s, const rlc_tokenizer *t, int32_t id, rlc_strbuf *out);
+size_t rlc_tok_stream_finish(rlc_tok_stream *s, rlc_strbuf *out);
+
+// Vocabulary.
+int64_t rlc_tok_vocab_size(const rlc_tokenizer *t);     // max id + 1 over vocab and added tokens
+int32_t rlc_tok_token_to_id(const rlc_tokenizer *t, const char *token);   // -1 if absent
+const char *rlc_tok_id_to_token(const rlc_tokenizer *t, int32_t id);      // NULL if no token
+int rlc_tok_is_special(const rlc_tokenizer *t, int32_t id);               // added token with special=true
+
+// Special ids from the configs (-1 when unset).
+typedef struct {
+    int32_t bos_id, eos_id, pad_id;   // tokenizer_config.json (generation_config.json as fallback)
+    int32_t stop_ids[16];             // eos_id plus generation_config.json eos_token_id(s), deduplicated
+    int n_stop;
+    int add_bos;                      // tokenizer_config.json add_bos_token
+    int clean_up_spaces;              // tokenizer_config.json clean_up_tokenization_spaces
+} rlc_tok_special;
+const rlc_tok_special *rlc_tok_specials(const rlc_tokenizer *t);
+int rlc_tok_is_stop(const rlc_tokenizer *t, int32_t id);
+
+// ---- chat template ----
+typedef struct {
+    const char *role;                // "system" | "user" | "assistant" | "tool"
+    const char *content;
+    const char *reasoning_content;   // NULL: not given (reasoning is then taken from <think>...</think>)
+} rlc_chat_msg;
+
+// Render messages as the checkpoint's chat template would (transformers apply_chat_template,
+// tokenize=False). enable_thinking: -1 = not passed, 0 = false, 1 = true. Appends to out.
+void rlc_tok_chat_render(const rlc_tokenizer *t, const rlc_chat_msg *msgs, int n, int add_generation_prompt,
+                         int enable_thinking, rlc_strbuf *out);
+// Render a JSON messages array ([{"role":..,"content":..,"reasoning_content":..}, ...]) given as a
+// cJSON array. Returns 0 on success; on malformed messages returns -1 with a one-line reason in err.
+struct cJSON;
+int rlc_tok_chat_render_cjson(const rlc_tokenizer *t, const struct cJSON *messages, int add_generation_prompt,
+                              int enable_thinking, rlc_strbuf *out, rlc_strbuf *err);
+// Which renderer is in use: "qwen3", "plain", or NULL when no template could be recognised (rendering
+// then dies naming the template's sha256 and the chat_mode / --chat-template fallback).
+const char *rlc_tok_chat_kind(const rlc_tokenizer *t);

@@ -1,0 +1,56 @@
+// io_testutil.h: helpers for tests of user-facing errors (header-only; used by the io tests).
+// io_expect_die runs fn(arg) in a forked child with stderr captured and checks that it exits with
+// status 1 and prints exactly one line "rlc: error: ..." containing each of the given substrings.
+#pragma once
+#include <stdarg.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "testlib.h"
+
+// The child only leaves through rlc_die's exit(1) (or _exit(0) below). Ending it from an atexit hook
+// registered in the child runs before LeakSanitizer's own hook, whose report (the error path exits
+// without freeing, by design) would otherwise land in the captured message.
+static void io_child_atexit(void) { _exit(1); }
+
+static int io_run_child(void (*fn)(void *), void *arg, char *msg, size_t cap) {
+    int p[2];
+    if (pipe(p) != 0) return -1;
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        atexit(io_child_atexit);
+        close(p[0]);
+        dup2(p[1], 2);
+        fn(arg);
+        _exit(0);
+    }
+    close(p[1]);
+    size_t n = 0;
+    ssize_t k;
+    while ((k = read(p[0], msg + n, cap - 1 - n)) > 0) n += (size_t)k;
+    msg[n] = 0;
+    close(p[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+// NULL-terminated list of substrings the message must contain.
+static int io_expect_die(const char *what, void (*fn)(void *), void *arg, ...) {
+    char msg[8192];
+    int rc = io_run_child(fn, arg, msg, sizeof msg);
+    int ok = rc == 1 && strncmp(msg, "rlc: error: ", 12) == 0 && strchr(msg, '\n') == msg + strlen(msg) - 1;
+    va_list ap;
+    va_start(ap, arg);
+    const char *missing = NULL;
+    for (const char *s; (s = va_arg(ap, const char *));)
+        if (!strstr(msg, s)) { ok = 0; if (!missing) missing = s; }
+    va_end(ap);
+    TL_CHECK(ok, "%s: exit %d, message '%s'%s%s", what, rc, msg, missing ? " lacks " : "", missing ? missing : "");
+    if (ok) printf("ok %s: %s", what, msg);
+    return ok;
+}

@@ -1,0 +1,60 @@
+// hf_tok.js: the Hugging Face Rust tokenizer (npm `tokenizers`) as a test/bench oracle for rlc.
+// usage: node hf_tok.js encode TOKENIZER_JSON IN.jsonl OUT.jsonl   ({"text": s} lines -> {"ids": [...]} lines)
+//        node hf_tok.js decode TOKENIZER_JSON IN.jsonl OUT.jsonl   ({"ids": [...], "skip": bool} -> {"text": s})
+//        node hf_tok.js bench  TOKENIZER_JSON IN.jsonl REPS         (encode MB/s of the "text" fields; run with
+//                                                                   RAYON_NUM_THREADS=1 for one thread)
+// Input lines are encoded with encodeBatch (one call, no per-string promise overhead); ids are written
+// in input order. addSpecialTokens is false unless the line has "special": true.
+"use strict";
+const fs = require("fs");
+const { Tokenizer } = require("tokenizers");
+
+function readJsonl(path) {
+  return fs.readFileSync(path, "utf8").split("\n").filter((l) => l.length > 0).map((l) => JSON.parse(l));
+}
+
+async function main() {
+  const [mode, tokPath, inPath, outArg] = process.argv.slice(2);
+  const t = Tokenizer.fromFile(tokPath);
+  const rows = readJsonl(inPath);
+  if (mode === "encode") {
+    const out = [];
+    const plain = rows.filter((r) => !r.special).map((r) => r.text);
+    const spec = rows.filter((r) => r.special).map((r) => r.text);
+    const ep = plain.length ? await t.encodeBatch(plain, { addSpecialTokens: false }) : [];
+    const es = spec.length ? await t.encodeBatch(spec, { addSpecialTokens: true }) : [];
+    let ip = 0, is = 0;
+    for (const r of rows) {
+      const e = r.special ? es[is++] : ep[ip++];
+      out.push(JSON.stringify({ ids: Array.from(e.getIds()) }));
+    }
+    fs.writeFileSync(outArg, out.join("\n") + "\n");
+  } else if (mode === "decode") {
+    const out = [];
+    for (const r of rows) {
+      const s = r.ids.length ? await t.decode(r.ids, !!r.skip) : "";
+      out.push(JSON.stringify({ text: s }));
+    }
+    fs.writeFileSync(outArg, out.join("\n") + "\n");
+  } else if (mode === "bench") {
+    const texts = rows.map((r) => r.text);
+    const bytes = texts.reduce((a, s) => a + Buffer.byteLength(s, "utf8"), 0);
+    const reps = parseInt(outArg || "5", 10);
+    const times = [];
+    let ntok = 0;
+    for (let i = 0; i < reps; i++) {
+      const t0 = process.hrtime.bigint();
+      const enc = await t.encodeBatch(texts, { addSpecialTokens: false });
+      const t1 = process.hrtime.bigint();
+      times.push(Number(t1 - t0) / 1e9);
+      ntok = enc.reduce((a, e) => a + e.getIds().length, 0);
+    }
+    times.sort((a, b) => a - b);
+    const med = times[Math.floor(times.length / 2)];
+    console.log(JSON.stringify({ bytes, tokens: ntok, median_s: med, mb_per_s: bytes / 1e6 / med }));
+  } else {
+    console.error("usage: node hf_tok.js encode|decode|bench TOKENIZER_JSON IN.jsonl OUT|REPS");
+    process.exit(2);
+  }
+}
+main().catch((e) => { console.error(e.stack || String(e)); process.exit(1); });

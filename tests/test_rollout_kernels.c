@@ -1,0 +1,312 @@
+// test_rollout_kernels.c: the rollout engine's pieces: rowgemm (vs ref, batch and thread invariance),
+// the KV block pool (refcounts, copy-on-write, exhaustion), paged attention (vs ref, vs the packed
+// attention_forward, batch invariance), and the sampler (greedy, log-probs, top-k/top-p mass,
+// chi-square of sampled frequencies, counter-based RNG).
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/common.h"
+#include "kernels/kernels.h"
+#include "rollout/kv_cache.h"
+#include "rollout/paged_attention.h"
+#include "rollout/rowgemm.h"
+#include "rollout/sampler.h"
+#include "testlib.h"
+
+static float *rnd(tl_rng *r, int64_t n, float std) {
+    float *x = rlc_alloc((size_t)n * sizeof(float));
+    tl_fill_normal(r, x, n, std);
+    return x;
+}
+
+static void test_rowgemm(void) {
+    tl_rng r;
+    tl_rng_init(&r, 11);
+    // shapes with C tails (C % 16 != 0), OC tails (OC % 8, % 4 != 0), T tails (T % 6 != 0), multi-chunk T
+    const int64_t shapes[][3] = {{1, 64, 40}, {5, 100, 37}, {13, 1024, 129}, {2, 17, 3}, {300, 520, 70}, {64, 256, 256}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const int64_t T = shapes[si][0], C = shapes[si][1], OC = shapes[si][2];
+        float *x = rnd(&r, T * C, 1.f), *w = rnd(&r, OC * C, 1.f / sqrtf((float)C));
+        float *o = rlc_alloc((size_t)(T * OC) * 4), *o_ref = rlc_alloc((size_t)(T * OC) * 4);
+        rowgemm_forward(o, OC, x, w, T, C, OC, 0);
+        rowgemm_forward_ref(o_ref, OC, x, w, T, C, OC, 0);
+        char name[96];
+        snprintf(name, sizeof name, "rowgemm T=%lld C=%lld OC=%lld", (long long)T, (long long)C, (long long)OC);
+        // fp32 dot products of length C vs double: rel err ~ sqrt(C) * 2^-24 scaled; 1e-5 leaves margin
+        tl_check_close(name, o, o_ref, T * OC, 1e-5);
+        // accumulate: out += x w^T
+        for (int64_t i = 0; i < T * OC; i++) o[i] = o_ref[i] = 0.5f;
+        rowgemm_forward(o, OC, x, w, T, C, OC, 1);
+        rowgemm_forward_ref(o_ref, OC, x, w, T, C, OC, 1);
+        snprintf(name, sizeof name, "rowgemm accumulate T=%lld C=%lld", (long long)T, (long long)C);
+        tl_check_close(name, o, o_ref, T * OC, 1e-5);
+        // batch invariance: each row alone gives the same bits as inside the batch, with 1 or 2 threads
+        rowgemm_forward(o, OC, x, w, T, C, OC, 0);
+        float *row = rlc_alloc((size_t)OC * 4);
+        int same = 1;
+        const int nth = omp_get_max_threads();
+        for (int64_t t = 0; t < T; t += (T > 20 ? 7 : 1)) {
+            omp_set_num_threads(1 + (int)(t % 2));
+            rowgemm_forward(row, OC, x + t * C, w, 1, C, OC, 0);
+            if (memcmp(row, o + t * OC, (size_t)OC * 4)) same = 0;
+            if (T >= 3 && t + 3 <= T) {   // a sub-batch of 3 starting at t
+                float *o3 = rlc_alloc((size_t)(3 * OC) * 4);
+                rowgemm_forward(o3, OC, x + t * C, w, 3, C, OC, 0);
+                if (memcmp(o3, o + t * OC, (size_t)(3 * OC) * 4)) same = 0;
+                rlc_free(o3);
+            }
+        }
+        omp_set_num_threads(nth);
+        TL_CHECK(same, "rowgemm rows bitwise independent of batch and threads (T=%lld C=%lld OC=%lld)", (long long)T,
+                 (long long)C, (long long)OC);
+        // bf16 weights == fp32 kernel on the bf16-rounded weights
+        uint16_t *w16 = rlc_alloc((size_t)(OC * C) * 2);
+        rowgemm_to_bf16(w16, w, OC * C);
+        float *wr = rlc_alloc((size_t)(OC * C) * 4);
+        for (int64_t i = 0; i < OC * C; i++) {
+            uint32_t u = (uint32_t)w16[i] << 16;
+            memcpy(&wr[i], &u, 4);
+        }
+        rowgemm_forward_bf16(o, OC, x, w16, T, C, OC, 0);
+        rowgemm_forward(o_ref, OC, x, wr, T, C, OC, 0);
+        TL_CHECK(!memcmp(o, o_ref, (size_t)(T * OC) * 4), "rowgemm bf16 == fp32 kernel on rounded weights (T=%lld)", (long long)T);
+        rlc_free(w16); rlc_free(wr); rlc_free(row);
+        rlc_free(x); rlc_free(w); rlc_free(o); rlc_free(o_ref);
+    }
+    // bf16 rounding: round to nearest even
+    float vals[3] = {1.0f, 1.00390625f /* 1 + 2^-8: tie -> even (1.0) */, 1.01171875f /* 1 + 3*2^-8: tie -> 1 + 2^-6 */};
+    uint16_t h[3];
+    rowgemm_to_bf16(h, vals, 3);
+    TL_CHECK(h[0] == 0x3F80 && h[1] == 0x3F80 && h[2] == 0x3F82, "bf16 RNE: %04x %04x %04x", h[0], h[1], h[2]);
+}
+
+static void test_kv_cache(void) {
+    kv_cache kc;
+    const int64_t bb = kv_cache_block_bytes(2, 2, 16, 16);
+    TL_CHECK(bb == 2 * 2 * 2 * 16 * 16 * 4, "block bytes %lld", (long long)bb);
+    kv_cache_init(&kc, 2, 2, 16, 16, 3 * bb + bb / 2);
+    TL_CHECK(kc.n_blocks == 3, "pool of 3.5 blocks' bytes holds 3 blocks (%d)", kc.n_blocks);
+    int a = kv_cache_alloc(&kc), b = kv_cache_alloc(&kc), c = kv_cache_alloc(&kc);
+    TL_CHECK(a >= 0 && b >= 0 && c >= 0 && kv_cache_alloc(&kc) == -1 && kc.n_free == 0, "exhaustion returns -1");
+    float *ka = kv_cache_k(&kc, a, 1);
+    for (int i = 0; i < 2 * 16 * 16; i++) ka[i] = (float)i;
+    kv_cache_ref(&kc, a);   // shared by two sequences
+    int32_t x = a;
+    TL_CHECK(kv_cache_make_private(&kc, &x) == -1 && x == a, "cow with an empty pool fails and keeps the block");
+    kv_cache_unref(&kc, c);
+    TL_CHECK(kc.n_free == 1, "unref frees");
+    TL_CHECK(kv_cache_make_private(&kc, &x) == 1 && x == c && kc.refcount[a] == 1 && kc.refcount[c] == 1, "cow copies");
+    TL_CHECK(!memcmp(kv_cache_k(&kc, c, 1), ka, 2 * 16 * 16 * 4), "cow copy has the data");
+    TL_CHECK(kv_cache_make_private(&kc, &x) == 0, "private block is not copied");
+    kv_cache_unref(&kc, a); kv_cache_unref(&kc, b); kv_cache_unref(&kc, c);
+    TL_CHECK(kc.n_free == 3, "all blocks back");
+    kv_cache_free(&kc);
+}
+
+// Build a cache holding n_seqs sequences of given lengths with random k/v written through paged_kv_write,
+// in shuffled (non-contiguous) blocks. Returns the block table (n_seqs, stride).
+static int32_t *fill_cache(kv_cache *kc, tl_rng *r, int n_seqs, const int *lens, int64_t *stride_out, float **k_out,
+                           float **v_out, int32_t **tok_seq_out, int32_t **pos_out, int64_t *T_out, int layer) {
+    const int bs = kc->block_size, nkv = kc->n_kv_heads, D = kc->head_dim;
+    int64_t stride = 1, T = 0;
+    for (int s = 0; s < n_seqs; s++) {
+        int64_t nb = (lens[s] + bs - 1) / bs;
+        if (nb > stride) stride = nb;
+        T += lens[s];
+    }
+    int32_t *bt = calloc((size_t)(n_seqs * stride), 4);
+    // take blocks in a scrambled order: allocate all, then hand out from the end
+    for (int s = 0; s < n_seqs; s++)
+        for (int64_t i = 0; i < (lens[s] + bs - 1) / bs; i++) bt[s * stride + i] = kv_cache_alloc(kc);
+    for (int s = 0; s + 1 < n_seqs; s += 2)   // swap whole tables of neighbours' first blocks for scatter
+        if (bt[s * stride] >= 0 && bt[(s + 1) * stride] >= 0) { int32_t t = bt[s * stride]; bt[s * stride] = bt[(s + 1) * stride]; bt[(s + 1) * stride] = t; }
+    float *k = rnd(r, T * nkv * D, 1.f), *v = rnd(r, T * nkv * D, 1.f);
+    int32_t *ts = malloc((size_t)T * 4), *pos = malloc((size_t)T * 4);
+    int64_t t = 0;
+    for (int s = 0; s < n_seqs; s++)
+        for (int p = 0; p < lens[s]; p++, t++) { ts[t] = s; pos[t] = p; }
+    paged_kv_write(kc, layer, k, v, bt, stride, ts, pos, T);
+    *stride_out = stride; *k_out = k; *v_out = v; *tok_seq_out = ts; *pos_out = pos; *T_out = T;
+    return bt;
+}
+
+static void test_paged_attention(void) {
+    tl_rng r;
+    tl_rng_init(&r, 5);
+    struct { int nh, nkv, D, bs; } cfgs[] = {{4, 2, 64, 16}, {8, 8, 16, 16}, {8, 2, 128, 16}, {6, 3, 24, 5}};
+    for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++) {
+        const int nh = cfgs[ci].nh, nkv = cfgs[ci].nkv, D = cfgs[ci].D, bs = cfgs[ci].bs;
+        kv_cache kc;
+        kv_cache_init(&kc, 2, nkv, D, bs, kv_cache_block_bytes(2, nkv, D, bs) * 64);
+        const int lens[] = {1, 17, 40, 16, 3};
+        const int n_seqs = 5;
+        int64_t stride, T;
+        float *k, *v;
+        int32_t *ts, *pos;
+        int32_t *bt = fill_cache(&kc, &r, n_seqs, lens, &stride, &k, &v, &ts, &pos, &T, 1);
+        float *q = rnd(&r, T * nh * D, 1.f);
+        float *o = rlc_alloc((size_t)(T * nh * D) * 4), *o_ref = rlc_alloc((size_t)(T * nh * D) * 4);
+        paged_attention_forward(o, q, &kc, 1, bt, stride, ts, pos, T, nh);
+        paged_attention_forward_ref(o_ref, q, &kc, 1, bt, stride, ts, pos, T, nh);
+        char name[96];
+        snprintf(name, sizeof name, "paged attention vs ref nh=%d nkv=%d D=%d bs=%d", nh, nkv, D, bs);
+        // fp32 online softmax vs double two-pass: rel 1e-5
+        tl_check_close(name, o, o_ref, T * nh * D, 1e-5);
+        // vs the packed (flash) attention_forward of kernels.h on the same q/k/v: causal prefill
+        int32_t cu[6] = {0};
+        for (int s = 0; s < n_seqs; s++) cu[s + 1] = cu[s] + lens[s];
+        float *o_fl = rlc_alloc((size_t)(T * nh * D) * 4), *lse = rlc_alloc((size_t)(T * nh) * 4);
+        attention_forward(o_fl, lse, q, k, v, cu, n_seqs, nh, nkv, D);
+        snprintf(name, sizeof name, "paged attention vs attention_forward nh=%d D=%d", nh, D);
+        tl_check_close(name, o, o_fl, T * nh * D, 1e-5);
+        // batch invariance: decode of each sequence's last token alone == its row in the full call
+        int same = 1;
+        float *o1 = rlc_alloc((size_t)(nh * D) * 4);
+        for (int64_t t = 0; t < T; t++) {
+            paged_attention_forward(o1, q + t * nh * D, &kc, 1, bt, stride, ts + t, pos + t, 1, nh);
+            if (memcmp(o1, o + t * nh * D, (size_t)(nh * D) * 4)) same = 0;
+        }
+        TL_CHECK(same, "paged attention rows bitwise independent of the other tokens (D=%d)", D);
+        rlc_free(o1); rlc_free(o_fl); rlc_free(lse);
+        rlc_free(q); rlc_free(o); rlc_free(o_ref); rlc_free(k); rlc_free(v);
+        free(bt); free(ts); free(pos);
+        kv_cache_free(&kc);
+    }
+}
+
+// Brute-force processed distribution (double): temperature, top-k (ties kept), top-p (sorted prefix).
+static void probs_brute(const float *logits, int V, float T, int top_k, float top_p, double *p) {
+    double mx = -INFINITY;
+    for (int i = 0; i < V; i++) mx = logits[i] > mx ? logits[i] : mx;
+    int *order = malloc((size_t)V * sizeof(int));
+    for (int i = 0; i < V; i++) order[i] = i;
+    for (int i = 0; i < V; i++)   // selection sort by logit desc, id asc
+        for (int j = i + 1; j < V; j++)
+            if (logits[order[j]] > logits[order[i]] || (logits[order[j]] == logits[order[i]] && order[j] < order[i])) {
+                int t = order[i]; order[i] = order[j]; order[j] = t;
+            }
+    char *keep = calloc((size_t)V, 1);
+    float thr = top_k > 0 && top_k < V ? logits[order[top_k - 1]] : -INFINITY;
+    double tot = 0;
+    for (int i = 0; i < V; i++)
+        if (logits[i] >= thr) { keep[i] = 1; tot += exp((logits[i] - mx) / T); }
+    if (top_p < 1.f) {
+        double cum = 0;
+        int first = 1;
+        for (int j = 0; j < V; j++) {
+            int i = order[j];
+            if (!keep[i]) continue;
+            if (!first && cum >= top_p * tot) keep[i] = 0;
+            else cum += exp((logits[i] - mx) / T);
+            first = 0;
+        }
+    }
+    double s = 0;
+    for (int i = 0; i < V; i++) s += keep[i] ? exp((logits[i] - mx) / T) : 0;
+    for (int i = 0; i < V; i++) p[i] = keep[i] ? exp((logits[i] - mx) / T) / s : 0;
+    free(order); free(keep);
+}
+
+// Chi-square statistic upper bound for df degrees of freedom at p ~ 1e-4 (Wilson-Hilferty).
+static double chi2_crit(int df) {
+    const double z = 3.72;   // one-sided 1e-4
+    double a = 2.0 / (9.0 * df);
+    return df * pow(1 - a + z * sqrt(a), 3);
+}
+
+static void test_sampler(void) {
+    tl_rng r;
+    tl_rng_init(&r, 9);
+    const int V = 12;
+    float logits[12];
+    for (int i = 0; i < V; i++) logits[i] = tl_normal(&r, 1.5f);
+    logits[7] = logits[3];   // a tie
+    sampler_ws ws;
+    sampler_ws_init(&ws, V);
+    double *p = malloc(V * sizeof(double)), *pb = malloc(V * sizeof(double));
+    struct { float T; int k; float top_p; } sc[] = {{1.f, -1, 1.f}, {0.7f, 5, 1.f}, {1.3f, -1, 0.8f}, {1.f, 4, 0.6f},
+                                                    {0.5f, 1, 1.f}, {1.f, -1, 0.05f}, {2.f, 11, 0.95f}};
+    for (size_t si = 0; si < sizeof sc / sizeof sc[0]; si++) {
+        sampler_params sp = {sc[si].T, sc[si].k, sc[si].top_p, 1};
+        int64_t nk = sampler_probs(&sp, logits, V, p, &ws);
+        probs_brute(logits, V, sc[si].T, sc[si].k, sc[si].top_p, pb);
+        double md = 0, tot = 0;
+        int nb = 0;
+        for (int i = 0; i < V; i++) { md = fmax(md, fabs(p[i] - pb[i])); tot += p[i]; nb += pb[i] > 0; }
+        TL_CHECK(md < 1e-6 && nk == nb && fabs(tot - 1) < 1e-9, "processed probs T=%g k=%d p=%g: max diff %g, kept %lld vs %d",
+                 (double)sc[si].T, sc[si].k, (double)sc[si].top_p, md, (long long)nk, nb);
+        // chi-square of sampled frequencies against the processed distribution
+        const int N = 40000;
+        int cnt[12] = {0};
+        for (int n = 0; n < N; n++) cnt[sampler_sample(&sp, logits, V, sampler_uniform(1234, si, 0, (uint64_t)n), NULL, &ws)]++;
+        double chi = 0;
+        int df = -1, outside = 0;
+        for (int i = 0; i < V; i++) {
+            if (pb[i] == 0) { outside += cnt[i]; continue; }
+            double ex = N * pb[i];
+            chi += (cnt[i] - ex) * (cnt[i] - ex) / ex;
+            df++;
+        }
+        TL_CHECK(outside == 0, "no samples outside the kept set (%d)", outside);
+        TL_CHECK(df == 0 || chi < chi2_crit(df), "chi-square T=%g k=%d p=%g: %.2f (df %d, crit %.2f)", (double)sc[si].T, sc[si].k,
+                 (double)sc[si].top_p, chi, df, df > 0 ? chi2_crit(df) : 0.0);
+        // the returned log-prob: full-vocab log_softmax(logits / T)
+        float lp;
+        int32_t tok = sampler_sample(&sp, logits, V, 0.37, &lp, &ws);
+        double mx = -INFINITY, s = 0;
+        for (int i = 0; i < V; i++) mx = fmax(mx, logits[i] / (double)sc[si].T);
+        for (int i = 0; i < V; i++) s += exp(logits[i] / (double)sc[si].T - mx);
+        double want = logits[tok] / (double)sc[si].T - mx - log(s);
+        TL_CHECK(fabs(lp - want) < 1e-5, "log-prob %g vs %g (T=%g)", (double)lp, want, (double)sc[si].T);
+    }
+    // greedy: argmax, lowest id on ties; temperature 0 reports the T=1 log-prob
+    float lg[5] = {0.5f, 2.f, -1.f, 2.f, 1.f};
+    sampler_params g0 = {0.f, -1, 1.f, 1};
+    float lp;
+    int32_t t0 = sampler_sample(&g0, lg, 5, 0.99, &lp, &ws);
+    double s = 0;
+    for (int i = 0; i < 5; i++) s += exp(lg[i] - 2.0);
+    TL_CHECK(t0 == 1 && fabs(lp - (0 - log(s))) < 1e-6, "greedy argmax %d, lp %g", t0, (double)lp);
+    sampler_params g1 = {0.5f, -1, 1.f, 0};   // do_sample false at T=0.5: argmax, log-prob at 0.5
+    t0 = sampler_sample(&g1, lg, 5, 0.5, &lp, &ws);
+    s = 0;
+    for (int i = 0; i < 5; i++) s += exp((lg[i] - 2.0) / 0.5);
+    TL_CHECK(t0 == 1 && fabs(lp - (0 - log(s))) < 1e-6, "do_sample=0 argmax %d, lp %g", t0, (double)lp);
+    // large vocabulary with top-p (exercises the candidate threshold path) against brute force
+    const int VL = 3000;
+    float *ll = malloc(VL * 4);
+    for (int i = 0; i < VL; i++) ll[i] = tl_normal(&r, 0.3f);   // flat: top-p keeps many tokens
+    sampler_ws wl;
+    sampler_ws_init(&wl, VL);
+    double *pl = malloc(VL * 8), *plb = malloc(VL * 8);
+    sampler_params spl = {1.f, -1, 0.9f, 1};
+    int64_t nkl = sampler_probs(&spl, ll, VL, pl, &wl);
+    probs_brute(ll, VL, 1.f, -1, 0.9f, plb);
+    double md = 0;
+    int nbl = 0;
+    for (int i = 0; i < VL; i++) { md = fmax(md, fabs(pl[i] - plb[i])); nbl += plb[i] > 0; }
+    TL_CHECK(md < 1e-9 && nkl == nbl && nkl > 1000, "top-p on a flat 3000-vocab: kept %lld vs %d, max diff %g", (long long)nkl, nbl, md);
+    sampler_ws_free(&wl);
+    free(ll); free(pl); free(plb);
+    // counter-based RNG: pure function, distinct streams
+    TL_CHECK(sampler_uniform(1, 2, 3, 4) == sampler_uniform(1, 2, 3, 4), "uniform is a pure function");
+    TL_CHECK(sampler_uniform(1, 2, 3, 4) != sampler_uniform(1, 2, 4, 4) && sampler_uniform(1, 2, 3, 4) != sampler_uniform(1, 3, 3, 4) &&
+                 sampler_uniform(1, 2, 3, 4) != sampler_uniform(2, 2, 3, 4) && sampler_uniform(1, 2, 3, 4) != sampler_uniform(1, 2, 3, 5),
+             "streams differ by seed, prompt, sample and step");
+    double mean = 0;
+    for (int i = 0; i < 10000; i++) mean += sampler_uniform(7, 0, 0, (uint64_t)i);
+    mean /= 10000;
+    TL_CHECK(fabs(mean - 0.5) < 0.02, "uniform mean %g", mean);
+    sampler_ws_free(&ws);
+    free(p); free(pb);
+}
+
+int main(void) {
+    test_rowgemm();
+    test_kv_cache();
+    test_paged_attention();
+    test_sampler();
+    return tl_summary();
+}

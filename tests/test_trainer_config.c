@@ -1,0 +1,325 @@
+// test_trainer_config.c: the trainer's YAML config: defaults, nested YAML + dotted overrides, round trip of the
+// resolved YAML, and the one-line errors (unknown key with a suggestion, type, range, enum, YAML syntax).
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/common.h"
+#include "trainer/config.h"
+#include "testlib.h"
+
+typedef void (*die_fn)(const char *arg);
+
+// Run fn(arg) in a child; expect exit status 1 and stderr containing every needle (NULL-terminated list).
+static void expect_die(const char *what, die_fn fn, const char *arg, const char **needles) {
+    int pfd[2];
+    if (pipe(pfd) != 0) { TL_CHECK(0, "pipe"); return; }
+    fflush(stdout); fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(pfd[1], 2);
+        close(pfd[0]);
+        fn(arg);
+        _exit(0);
+    }
+    close(pfd[1]);
+    char buf[4096];
+    size_t n = 0;
+    ssize_t r;
+    while (n < sizeof buf - 1 && (r = read(pfd[0], buf + n, sizeof buf - 1 - n)) > 0) n += (size_t)r;
+    buf[n] = 0;
+    close(pfd[0]);
+    int st;
+    waitpid(pid, &st, 0);
+    int ok = WIFEXITED(st) && WEXITSTATUS(st) == 1;
+    // exactly one error line (a sanitizer report, if any, comes after it)
+    char *line = strstr(buf, "rlc: error: ");
+    int lines = line != NULL && (line == buf || line[-1] == '\n');
+    if (line) {
+        char *eol = strchr(line, '\n');
+        if (eol) *eol = 0;
+        if (strstr(eol ? eol + 1 : "", "rlc: error: ")) lines = 2;
+    }
+    for (const char **p = needles; *p; p++) ok = ok && line && strstr(line, *p) != NULL;
+    TL_CHECK(ok && lines == 1, "%s: want exit 1 with one line containing the expected text; got status %d: %s", what,
+             WIFEXITED(st) ? WEXITSTATUS(st) : -1, buf);
+}
+
+static char *g_tmp;
+
+static char *write_tmp(const char *name, const char *text) {
+    char *p = rlc_path_join(g_tmp, name);
+    FILE *f = fopen(p, "w");
+    fputs(text, f);
+    fclose(f);
+    return p;
+}
+
+static void load_file(const char *path) {
+    rlc_train_config c;
+    rlc_config_init(&c);
+    rlc_config_load_yaml(&c, path);
+    rlc_config_finalize(&c);
+    rlc_config_free(&c);
+}
+static void apply_override(const char *kv) {
+    rlc_train_config c;
+    rlc_config_init(&c);
+    rlc_config_override(&c, kv);
+    rlc_config_free(&c);
+}
+static void finalize_with(const char *kv) {
+    rlc_train_config c;
+    rlc_config_init(&c);
+    rlc_config_override(&c, "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8");
+    rlc_config_override(&c, kv);
+    rlc_config_finalize(&c);
+    rlc_config_free(&c);
+}
+
+static void test_defaults(void) {
+    rlc_train_config c;
+    rlc_config_init(&c);
+    TL_CHECK(c.data.train_batch_size == 1024, "data.train_batch_size default");
+    TL_CHECK(c.data.max_prompt_length == 512 && c.data.max_response_length == 512, "lengths default");
+    TL_CHECK(c.data.seed == RLC_CFG_NULL, "data.seed null");
+    TL_CHECK(c.actor_rollout_ref.actor.optim.lr == 1e-6, "lr default");
+    TL_CHECK(c.actor_rollout_ref.actor.optim.betas[0] == 0.9 && c.actor_rollout_ref.actor.optim.betas[1] == 0.999, "betas");
+    TL_CHECK(c.actor_rollout_ref.actor.clip_ratio == 0.2 && isnan(c.actor_rollout_ref.actor.clip_ratio_low), "clip");
+    TL_CHECK(c.actor_rollout_ref.actor.clip_ratio_c == 3.0, "clip_ratio_c");
+    TL_CHECK(!strcmp(c.actor_rollout_ref.actor.loss_agg_mode, "token-mean"), "agg default");
+    TL_CHECK(!strcmp(c.actor_rollout_ref.actor.kl_loss_type, "low_var_kl"), "kl_loss_type default");
+    TL_CHECK(c.actor_rollout_ref.actor.kl_loss_coef == 0.001 && !c.actor_rollout_ref.actor.use_kl_loss, "kl loss");
+    TL_CHECK(c.actor_rollout_ref.rollout.n == 1 && c.actor_rollout_ref.rollout.top_k == -1, "rollout");
+    TL_CHECK(c.actor_rollout_ref.rollout.val_kwargs.temperature == 0 && !c.actor_rollout_ref.rollout.val_kwargs.do_sample,
+             "val_kwargs");
+    TL_CHECK(!strcmp(c.algorithm.kl_penalty, "kl") && !strcmp(c.algorithm.kl_ctrl.type, "fixed"), "algorithm kl");
+    TL_CHECK(c.algorithm.kl_ctrl.horizon == 10000 && c.algorithm.kl_ctrl.target_kl == 0.1, "kl_ctrl");
+    TL_CHECK(c.trainer.total_epochs == 30 && c.trainer.test_freq == -1 && c.trainer.val_before_train, "trainer");
+    TL_CHECK(c.trainer.logger.n == 1 && !strcmp(c.trainer.logger.v[0], "console"), "logger");
+    rlc_config_free(&c);
+}
+
+static const char *k_yaml =
+    "# a verl-style config\n"
+    "data:\n"
+    "  train_files: /data/gsm8k/train.parquet\n"
+    "  val_files: [/data/gsm8k/test.parquet, /data/other.parquet]\n"
+    "  train_batch_size: 32\n"
+    "  max_response_length: 1_024\n"
+    "actor_rollout_ref:\n"
+    "  model:\n"
+    "    path: /models/Qwen3-0.6B\n"
+    "  actor:\n"
+    "    optim:\n"
+    "      lr: 1e-6\n"
+    "      betas: [0.9, 0.95]\n"
+    "    ppo_mini_batch_size: 16\n"
+    "    ppo_micro_batch_size_per_gpu: 4\n"
+    "    clip_ratio_high: 0.28\n"
+    "    loss_agg_mode: seq-mean-token-sum-norm\n"
+    "    use_kl_loss: true\n"
+    "    kl_loss_type: k3+\n"
+    "  rollout:\n"
+    "    n: 8\n"
+    "    val_kwargs:\n"
+    "      n: 4\n"
+    "      do_sample: True\n"
+    "      temperature: 0.6\n"
+    "algorithm:\n"
+    "  adv_estimator: grpo\n"
+    "  norm_adv_by_std_in_grpo: false\n"
+    "  kl_ctrl:\n"
+    "    type: adaptive\n"
+    "trainer:\n"
+    "  logger: ['console', 'file']\n"
+    "  experiment_name: \"run 1\"\n"
+    "  max_actor_ckpt_to_keep: ~\n";
+
+static void test_yaml_and_overrides(void) {
+    rlc_train_config c;
+    rlc_config_init(&c);
+    rlc_config_load_yaml_text(&c, k_yaml, "inline.yaml");
+    char *ov[] = {"actor_rollout_ref.rollout.n=16", "data.train_batch_size=64", "trainer.save_freq=5",
+                  "actor_rollout_ref.actor.optim.betas=[0.8, 0.9]", "trainer.total_training_steps=null",
+                  "++actor_rollout_ref.model.path=/m/x"};
+    for (int i = 0; i < 6; i++) rlc_config_override(&c, ov[i]);
+    rlc_config_finalize(&c);
+    TL_CHECK(c.data.train_files.n == 1 && !strcmp(c.data.train_files.v[0], "/data/gsm8k/train.parquet"), "train_files string");
+    TL_CHECK(c.data.val_files.n == 2 && !strcmp(c.data.val_files.v[1], "/data/other.parquet"), "val_files list");
+    TL_CHECK(c.data.train_batch_size == 64 && c.data.max_response_length == 1024, "data ints (override, underscore)");
+    TL_CHECK(c.actor_rollout_ref.rollout.n == 16, "rollout.n override");
+    TL_CHECK(c.actor_rollout_ref.actor.optim.betas[0] == 0.8 && c.actor_rollout_ref.actor.optim.betas[1] == 0.9, "betas override");
+    TL_CHECK(c.actor_rollout_ref.actor.clip_ratio_low == 0.2 && c.actor_rollout_ref.actor.clip_ratio_high == 0.28,
+             "clip_ratio_low resolved from clip_ratio");
+    TL_CHECK(c.actor_rollout_ref.rollout.val_kwargs.n == 4 && c.actor_rollout_ref.rollout.val_kwargs.do_sample, "val_kwargs");
+    TL_CHECK(!c.algorithm.norm_adv_by_std_in_grpo && !strcmp(c.algorithm.kl_ctrl.type, "adaptive"), "algorithm");
+    TL_CHECK(c.trainer.logger.n == 2 && !strcmp(c.trainer.experiment_name, "run 1"), "trainer strings");
+    TL_CHECK(c.trainer.max_actor_ckpt_to_keep == RLC_CFG_NULL && c.trainer.save_freq == 5, "null int / override");
+    TL_CHECK(!strcmp(c.trainer.default_local_dir, "checkpoints/verl_examples/run 1"), "default_local_dir resolved: %s",
+             c.trainer.default_local_dir);
+    TL_CHECK(!strcmp(c.actor_rollout_ref.model.path, "/m/x"), "model.path override");
+    rl_loss_cfg lc;
+    rlc_config_loss_cfg(&c, &lc);
+    TL_CHECK(lc.agg == RL_AGG_SEQ_MEAN_TOKEN_SUM_NORM && lc.use_kl_loss && lc.kl_loss_type.base == RL_KL_K3 &&
+                 lc.kl_loss_type.straight_through && lc.clip.clip_ratio_high == 0.28,
+             "typed loss view");
+    rl_adv_cfg ac;
+    rlc_config_adv_cfg(&c, &ac);
+    TL_CHECK(ac.estimator == RL_ADV_GRPO && !ac.norm_adv_by_std_in_grpo && ac.epsilon == 1e-6, "typed adv view");
+
+    // Round trip: the printed YAML loads back to the same printed YAML.
+    char *y1 = rlc_config_to_yaml(&c);
+    char *p = write_tmp("resolved.yaml", y1);
+    rlc_train_config d;
+    rlc_config_init(&d);
+    rlc_config_load_yaml(&d, p);
+    rlc_config_finalize(&d);
+    char *y2 = rlc_config_to_yaml(&d);
+    TL_CHECK(strcmp(y1, y2) == 0, "resolved YAML round trip");
+    TL_CHECK(strstr(y1, "actor_rollout_ref:\n  model:\n    path: \"/m/x\"\n") != NULL, "nested output");
+    TL_CHECK(strstr(y1, "    optim:\n      lr: 1.0e-06\n") != NULL, "float printed for YAML 1.1 readers");
+    // Python's YAML reader agrees when available.
+    if (tl_system("/usr/bin/python3 -c 'import yaml' 2>/dev/null") == 0) {
+        int rc = tl_system("/usr/bin/python3 -c \"import yaml,sys; d=yaml.safe_load(open('%s')); "
+                           "a=d['actor_rollout_ref']; sys.exit(0 if a['rollout']['n']==16 and a['actor']['optim']['lr']==1e-6 "
+                           "and a['actor']['optim']['betas']==[0.8,0.9] and d['trainer']['max_actor_ckpt_to_keep'] is None else 1)\"",
+                           p);
+        TL_CHECK(rc == 0, "PyYAML reads the resolved config");
+    } else tl_skip("python3-yaml absent: PyYAML cross-check skipped");
+    char *saved = rlc_path_join(g_tmp, "saved.yaml");
+    rlc_config_save(&c, saved);
+    char *back = rlc_read_file(saved, NULL);
+    TL_CHECK(strcmp(back, y1) == 0, "rlc_config_save writes the resolved YAML");
+    free(back); free(saved);
+    free(y1); free(y2); free(p);
+    rlc_config_free(&d);
+    rlc_config_free(&c);
+}
+
+static void test_suggest(void) {
+    const char *s = rlc_config_suggest("actor_rollout_ref.rollout.nn");
+    TL_CHECK(s && !strcmp(s, "actor_rollout_ref.rollout.n"), "suggest for rollout.nn: %s", s ? s : "(none)");
+    s = rlc_config_suggest("rollout.temperature");
+    TL_CHECK(s && !strcmp(s, "actor_rollout_ref.rollout.temperature"), "suggest for a bare suffix: %s", s ? s : "(none)");
+    s = rlc_config_suggest("actor_rollout_ref.actor.kl_los_coef");
+    TL_CHECK(s && !strcmp(s, "actor_rollout_ref.actor.kl_loss_coef"), "suggest kl_los_coef: %s", s ? s : "(none)");
+    s = rlc_config_suggest("data.train_batchsize");
+    TL_CHECK(s && !strcmp(s, "data.train_batch_size"), "suggest train_batchsize: %s", s ? s : "(none)");
+}
+
+static void test_errors(void) {
+    char *p;
+    p = write_tmp("typo.yaml", "data:\n  train_batch_size: 8\nactor_rollout_ref:\n  rollout:\n    nn: 8\n");
+    expect_die("misspelled YAML key", load_file, p,
+               (const char *[]){"typo.yaml:5", "unknown config key 'actor_rollout_ref.rollout.nn'",
+                                "did you mean 'actor_rollout_ref.rollout.n'", NULL});
+    free(p);
+    expect_die("misspelled override", apply_override, "actor_rollout_ref.rollout.temprature=0.7",
+               (const char *[]){"unknown config key", "did you mean 'actor_rollout_ref.rollout.temperature'", NULL});
+    p = write_tmp("type.yaml", "data:\n  train_batch_size: eight\n");
+    expect_die("wrong type in YAML", load_file, p,
+               (const char *[]){"type.yaml:2", "data.train_batch_size", "expected an integer", "'eight'", NULL});
+    free(p);
+    p = write_tmp("quoted.yaml", "actor_rollout_ref:\n  actor:\n    use_kl_loss: \"true\"\n");
+    expect_die("quoted bool", load_file, p, (const char *[]){"quoted.yaml:3", "use_kl_loss", "expected a boolean", NULL});
+    free(p);
+    expect_die("range", apply_override, "actor_rollout_ref.rollout.top_p=1.5",
+               (const char *[]){"actor_rollout_ref.rollout.top_p", "out of range", NULL});
+    expect_die("negative n", apply_override, "actor_rollout_ref.rollout.n=0",
+               (const char *[]){"actor_rollout_ref.rollout.n", "out of range", NULL});
+    expect_die("enum", apply_override, "actor_rollout_ref.actor.loss_agg_mode=seq-mean",
+               (const char *[]){"loss_agg_mode", "'seq-mean' is not one of", NULL});
+    expect_die("kl enum", apply_override, "algorithm.kl_penalty=full", (const char *[]){"algorithm.kl_penalty", NULL});
+    expect_die("clip_ratio_c <= 1", apply_override, "actor_rollout_ref.actor.clip_ratio_c=1.0",
+               (const char *[]){"clip_ratio_c", "out of range", NULL});
+    expect_die("float type", apply_override, "actor_rollout_ref.actor.optim.lr=fast",
+               (const char *[]){"actor_rollout_ref.actor.optim.lr", "expected a number", NULL});
+    expect_die("not null", apply_override, "data.train_batch_size=null",
+               (const char *[]){"data.train_batch_size", "must not be null", NULL});
+    expect_die("betas arity", apply_override, "actor_rollout_ref.actor.optim.betas=[0.9]",
+               (const char *[]){"betas", "two numbers", NULL});
+    expect_die("section override", apply_override, "actor_rollout_ref.rollout=3",
+               (const char *[]){"is a section", NULL});
+    expect_die("no '='", apply_override, "data.train_batch_size", (const char *[]){"expected key=value", NULL});
+    p = write_tmp("syntax.yaml", "data:\n  train_batch_size: 8\n   max_prompt_length: 4\n");
+    expect_die("YAML syntax error", load_file, p, (const char *[]){"syntax.yaml:3", "YAML syntax error", NULL});
+    free(p);
+    p = write_tmp("syntax2.yaml", "data: {train_batch_size: 8\n");
+    expect_die("unclosed flow mapping", load_file, p, (const char *[]){"syntax2.yaml:", "YAML syntax error", NULL});
+    free(p);
+    p = write_tmp("interp.yaml", "trainer:\n  default_local_dir: ${trainer.project_name}/x\n");
+    expect_die("interpolation", load_file, p, (const char *[]){"interp.yaml:2", "interpolation", NULL});
+    free(p);
+    p = write_tmp("section.yaml", "data: 5\n");
+    expect_die("section as scalar", load_file, p, (const char *[]){"section.yaml:1", "is a section", NULL});
+    free(p);
+    p = write_tmp("mapping.yaml", "data:\n  train_batch_size:\n    a: 1\n");
+    expect_die("mapping for a leaf", load_file, p, (const char *[]){"mapping.yaml:3", "got a mapping", NULL});
+    free(p);
+    expect_die("mini > train batch", finalize_with, "actor_rollout_ref.actor.ppo_mini_batch_size=2048",
+               (const char *[]){"ppo_mini_batch_size", "data.train_batch_size", NULL});
+    expect_die("micro batch required", apply_override, "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=-3",
+               (const char *[]){"out of range", NULL});
+}
+
+static void reward_cmd_of(const char *kv) {
+    rlc_train_config c;
+    rlc_config_init(&c);
+    rlc_config_override(&c, kv);
+    char *s = rlc_config_reward_command(&c);
+    free(s);
+    rlc_config_free(&c);
+}
+
+static void test_reward_keys(void) {
+    rlc_train_config c;
+    rlc_config_init(&c);
+    char *s = rlc_config_reward_command(&c);
+    TL_CHECK(s == NULL, "no external reward by default");
+    rlc_config_override(&c, "custom_reward_function.path=tests/py/my_reward.py");
+    s = rlc_config_reward_command(&c);
+    TL_CHECK(s && strstr(s, "'tests/py/my_reward.py' 'compute_score'"), "python adapter command");
+    free(s);
+    rlc_config_override(&c, "custom_reward_function.path=null");
+    rlc_config_override(&c, "custom_reward_function.command=./my_scorer --fast");
+    s = rlc_config_reward_command(&c);
+    TL_CHECK(s && !strcmp(s, "./my_scorer --fast"), "explicit command");
+    free(s);
+    rlc_config_free(&c);
+    expect_die("missing reward file", reward_cmd_of, "custom_reward_function.path=/no/such/reward.py",
+               (const char *[]){"custom_reward_function.path", "no such file", NULL});
+}
+
+static void test_examples(void) {
+    const char *ex[] = {"examples/grpo_gsm8k_qwen3_0.6b.yaml", "examples/grpo_gsm8k_tpu_seed.yaml"};
+    for (int i = 0; i < 2; i++) {
+        if (!rlc_file_exists(ex[i])) { TL_CHECK(0, "%s missing", ex[i]); continue; }
+        rlc_train_config c;
+        rlc_config_init(&c);
+        rlc_config_load_yaml(&c, ex[i]);
+        rlc_config_override(&c, "actor_rollout_ref.model.path=/models/Qwen3-0.6B");
+        rlc_config_finalize(&c);
+        TL_CHECK(!strcmp(c.algorithm.adv_estimator, "grpo"), "%s: grpo", ex[i]);
+        if (i == 1)
+            TL_CHECK(c.data.train_batch_size == 32 && c.actor_rollout_ref.rollout.n == 8 &&
+                         c.data.max_prompt_length == 512 && c.data.max_response_length == 1024,
+                     "seed TPU run shape");
+        rlc_config_free(&c);
+    }
+}
+
+int main(void) {
+    g_tmp = tl_tmpdir("cfg");
+    test_defaults();
+    test_yaml_and_overrides();
+    test_suggest();
+    test_errors();
+    test_examples();
+    test_reward_keys();
+    tl_system("rm -rf %s", g_tmp);
+    free(g_tmp);
+    return tl_summary();
+}
