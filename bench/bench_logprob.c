@@ -78,6 +78,7 @@ int main(int argc, char **argv) {
         execv("/proc/self/exe", argv);
         rlc_warn("bench_logprob: re-exec with OPENBLAS_CORETYPE=%s failed", want);
     }
+    setvbuf(stdout, NULL, _IOLBF, 0);   // progress lines appear as they come, even into a file
     const char *config = "examples/qwen3-0.6b-config.json";
     int seqs = 8, len = 512, reps = 3, threads = 0, layers = -1, torch_reps = 1, no_torch = 0;
     for (int i = 1; i < argc; i++) {

@@ -179,11 +179,12 @@ int main(int argc, char **argv) {
     for (char *tok = strtok(ms, ","); tok; tok = strtok(NULL, ",")) {
         ckpt_mode mode;
         if (qwen3_ckpt_parse(tok, &mode) != 0) rlc_die("bench_train: unknown mode '%s'", tok);
-        // micro-batch: the whole batch when its activations fit in 8 GiB, else fewer sequences at a time
+        // micro-batch: the whole batch when its activations fit in 3 GiB (16 bytes/param of state + activations
+        // must fit next to other work in 24 GiB), else fewer sequences at a time; --micro-seqs-* override
         int micro = mode == CKPT_NONE ? micro_none : micro_full;
         if (micro <= 0) {
             micro = seqs;
-            while (micro > 1 && qwen3_acts_bytes_for(&cfg, (int64_t)micro * len, mode) > ((int64_t)8 << 30)) micro /= 2;
+            while (micro > 1 && qwen3_acts_bytes_for(&cfg, (int64_t)micro * len, mode) > ((int64_t)3 << 30)) micro /= 2;
         }
         // Each mode in a fresh process (its own peak RSS; fork after OpenMP would deadlock libgomp).
         char cmd[2048];

@@ -144,6 +144,13 @@ static void test_adamw_vs_torch(int have_torch) {
         adamw_init(&st, &pl, &h);
         lr_schedule ls;
         lr_schedule_init(&ls, k->sched, k->lr, k->warmup, k->total, k->min);
+        // the fused path (engine): clip coefficient applied inside the AdamW pass, grads left unscaled
+        param_set params2, graw;
+        param_set_init(&params2, &pl);
+        param_set_init(&graw, &pl);
+        memcpy(params2.data, params.data, pl.numel * 4);
+        adamw_state st2;
+        adamw_init(&st2, &pl, &h);
         double norms[8], lrs[8];
         int skipped[8];
         for (int s = 0; s < steps; s++) {
@@ -154,6 +161,9 @@ static void test_adamw_vs_torch(int have_torch) {
             snprintf(name, sizeof name, "g%d.bin", s);
             write_floats(dir, name, grads.data, pl.numel);
             lrs[s] = lr_schedule_current(&ls);
+            memcpy(graw.data, grads.data, pl.numel * 4);
+            clip_result c2 = grad_clip_finish(grad_sumsq(graw.data, pl.numel), k->max_norm);
+            if (c2.finite) adamw_step_clipped(&st2, &params2, &graw, lrs[s], &c2);
             clip_result c = grad_clip_global(&grads, k->max_norm);
             norms[s] = c.norm;
             skipped[s] = !c.finite;
@@ -165,6 +175,12 @@ static void test_adamw_vs_torch(int have_torch) {
             }
             lr_schedule_step(&ls);
         }
+        TL_CHECK(!memcmp(params2.data, params.data, pl.numel * 4) && !memcmp(st2.m.data, st.m.data, pl.numel * 4) &&
+                 !memcmp(st2.v.data, st.v.data, pl.numel * 4) && st2.step == st.step,
+                 "case %zu: fused clip+AdamW == clip in place + AdamW, bitwise", ci);
+        adamw_free(&st2);
+        param_set_free(&params2);
+        param_set_free(&graw);
         int expect_skips = (k->nan_step >= 0) + (k->inf_step >= 0);
         TL_CHECK(st.step == steps - expect_skips, "case %zu: optimizer step count %lld", ci, (long long)st.step);
         if (!have_torch) goto next;

@@ -147,7 +147,7 @@ static void test_microbatch_invariance(void) {
                 TL_CHECK(st.fb.n_micro == cases[ci].expect_micro, "%s: %d micro-batches", cases[ci].name, st.fb.n_micro);
             TL_CHECK(st.fb.global_tokens == engine_batch_tokens(&b) && st.fb.tokens == T, "%s: token counts", cases[ci].name);
             TL_CHECK(st.opt.finite, "%s: finite norm", cases[ci].name);
-            // e.grads were clipped in place; compare those and the updated params
+            // e.grads keep the unclipped sums (clipping is fused into AdamW); compare those and the updated params
             if (ci == 0) {
                 memcpy(g0, e.grads.data, ref.pl.numel * 4);
                 memcpy(p0, tm.ps.data, ref.pl.numel * 4);
@@ -168,7 +168,7 @@ static void test_microbatch_invariance(void) {
                 tiny_free(&fresh);
             } else {
                 // Only float summation order differs (per-micro-batch accumulation): fp32 rounding, ~1e-7.
-                snprintf(nm, sizeof nm, "%s (entropy %d): clipped grads vs 1 micro-batch", cases[ci].name, want_ent);
+                snprintf(nm, sizeof nm, "%s (entropy %d): grads vs 1 micro-batch", cases[ci].name, want_ent);
                 tl_check_close(nm, e.grads.data, g0, ref.pl.numel, 1e-5);
                 snprintf(nm, sizeof nm, "%s (entropy %d): params after AdamW vs 1 micro-batch", cases[ci].name, want_ent);
                 tl_check_close(nm, tm.ps.data, p0, ref.pl.numel, 1e-6);

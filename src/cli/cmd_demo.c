@@ -18,7 +18,8 @@
 #include "trainer/plot.h"
 
 static const char *USAGE =
-    "rlc demo [--out DIR] [--seed S] [--quick] [--threads N] [--sft-epochs E] [--grpo-steps N] [--sft-problems N]";
+    "rlc demo [--out DIR] [--seed S] [--quick] [--threads N] [--sft-epochs E] [--grpo-steps N] [--sft-problems N]\n"
+    "         [--min-steps A] [--max-steps B] [--max-operand M]";
 
 typedef struct {
     const char *out;
@@ -92,9 +93,14 @@ int cmd_demo(int argc, char **argv) {
     long long seed = cli_int(&a, "seed", 1, 0, 1000000);
     int quick = cli_flag(&a, "quick");
     d.threads = (int)cli_int(&a, "threads", 0, 0, 1024);
-    long long sft_epochs = cli_int(&a, "sft-epochs", quick ? 1 : 3, 1, 1000);
-    long long grpo_steps = cli_int(&a, "grpo-steps", quick ? 2 : 40, 1, 100000);
-    long long n_sft = cli_int(&a, "sft-problems", quick ? 256 : 6000, 16, 10000000);
+    long long sft_epochs = cli_int(&a, "sft-epochs", quick ? 1 : 2, 1, 1000);
+    long long grpo_steps = cli_int(&a, "grpo-steps", quick ? 2 : 60, 1, 100000);
+    long long n_sft = cli_int(&a, "sft-problems", quick ? 256 : 8000, 16, 10000000);
+    // Task difficulty (see docs/demo.md for why these defaults).
+    char mins[16], maxs[16], maxo[16];
+    snprintf(mins, sizeof mins, "%lld", cli_int(&a, "min-steps", 1, 1, 8));
+    snprintf(maxs, sizeof maxs, "%lld", cli_int(&a, "max-steps", 3, 1, 8));
+    snprintf(maxo, sizeof maxo, "%lld", cli_int(&a, "max-operand", 10, 2, 1000000));
     cli_check_unknown(&a, USAGE);
     ssize_t k = readlink("/proc/self/exe", d.self, sizeof d.self - 1);
     if (k <= 0) rlc_die("demo: cannot find the rlc binary (/proc/self/exe)");
@@ -121,9 +127,9 @@ int cmd_demo(int argc, char **argv) {
     printf("rlc demo: a small Qwen3 learns multi-step arithmetic word problems (GSM8K format): SFT, then GRPO.\n"
            "run directory: %s\n", d.out);
     // 1. data: worked solutions for SFT; questions only for GRPO (the answer field is only the ground truth)
-    run_rlc(&d, "generate SFT data", "gen-task", "--out", sft_data, "--n", nsft, "--seed", seed_s, "--format", "sft", NULL);
-    run_rlc(&d, "generate GRPO prompts", "gen-task", "--out", grpo_data, "--n", ngrpo, "--seed", seed2, NULL);
-    run_rlc(&d, "generate held-out set", "gen-task", "--out", val_data, "--n", n_val, "--seed", seed3, NULL);
+    run_rlc(&d, "generate SFT data", "gen-task", "--out", sft_data, "--n", nsft, "--seed", seed_s, "--format", "sft", "--min-steps", mins, "--max-steps", maxs, "--max-operand", maxo, NULL);
+    run_rlc(&d, "generate GRPO prompts", "gen-task", "--out", grpo_data, "--n", ngrpo, "--seed", seed2, "--min-steps", mins, "--max-steps", maxs, "--max-operand", maxo, NULL);
+    run_rlc(&d, "generate held-out set", "gen-task", "--out", val_data, "--n", n_val, "--seed", seed3, "--min-steps", mins, "--max-steps", maxs, "--max-operand", maxo, NULL);
     // 2. tokenizer
     run_rlc(&d, "train tokenizer", "train-tokenizer", "--data", sft_data, "--fields", "prompt,response", "--out", tokdir,
             "--vocab-size", "512", NULL);

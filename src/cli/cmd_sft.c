@@ -1,6 +1,9 @@
 // cmd_sft.c: `rlc sft` supervised fine-tuning on marked tokens (src/trainer/sft.h), writes an HF checkpoint.
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "backend/backend.h"
 #include "cli/cli.h"
@@ -10,6 +13,7 @@
 #include "data/dataset.h"
 #include "tokenizer/tokenizer.h"
 #include "trainer/sft.h"
+#include "dist/dist_sft.h"
 
 // Text lines ({"prompt", "response"} or {"messages"}) are tokenized with the model's tokenizer and
 // chat template (data/dataset.h: the loss covers the response); id lines load as they are.
@@ -42,6 +46,7 @@ static const char *USAGE =
     "        [--beta1 B1] [--beta2 B2] [--eps E] [--warmup-steps S] [--warmup-ratio R]\n"
     "        [--lr-scheduler constant|cosine|linear] [--min-lr-ratio F] [--seed S] [--no-shuffle] [--threads N]\n"
     "        [--activation-checkpoint none|selective|full] [--save-dtype f32|bf16|f16] [--save-optimizer]\n"
+    "        [--resume-optimizer OPT.bin]   (mpirun -np N rlc sft ...: data parallel, see docs/distributed.md)\n"
     "  IN.jsonl lines: {\"input_ids\": [...], \"loss_mask\": [...]} of equal length; loss_mask[t] = 1 trains\n"
     "  the model to predict input_ids[t] from input_ids[0..t-1] (loss_mask[0] is ignored).\n"
     "  Text lines {\"prompt\": ..., \"response\": ...} or {\"messages\": [...]} are tokenized with the model's\n"
@@ -95,8 +100,14 @@ int cmd_sft(int argc, char **argv) {
         else rlc_die("sft: --save-dtype must be f32, bf16 or f16, got '%s'", dt);
     }
     int save_opt = cli_flag(&a, "save-optimizer");
+    const char *resume_opt = cli_opt(&a, "resume-optimizer");
     cli_check_unknown(&a, USAGE);
 
+    dist_ctx dd;   // world 1 unless launched by mpirun (data-parallel SFT, src/dist/dist_sft.h)
+    dist_init(&dd, NULL, NULL);
+    const int use_dist = dd.world > 1 || resume_opt;
+    const int root = dd.rank == 0;
+    if (!root) { FILE *nul = fopen("/dev/null", "w"); if (nul) { fflush(stdout); dup2(fileno(nul), 1); fclose(nul); } }
     backend_ctx be;
     backend_init(&be, threads);
     double t0 = rlc_now();
@@ -118,11 +129,32 @@ int cmd_sft(int argc, char **argv) {
     c.log = stdout;
     sft_summary s;
     engine e;
-    sft_train(&m, &d, &c, &s, &e);
+    char *opt_path = rlc_path_join(out, "optimizer.bin");
+    if (use_dist) {
+        dist_sft_opts o = {.resume_optimizer = resume_opt, .save_optimizer = save_opt ? opt_path : NULL};
+        const char *die = getenv("RLC_TEST_DIE_AT_STEP");   // test hook: a rank dies mid-step
+        o.die_at_step = die ? atoi(die) : 0;
+        o.die_rank = dd.world > 1 ? 1 : 0;
+        dist_sft_report rep;
+        if (root && save_opt) rlc_mkdirs(out);   // optimizer.bin is written before the checkpoint
+        dist_sft_train(&dd, &m, &d, &c, &o, &s, &rep);
+        printf("rlc sft: %d ranks: received %.3f MB per rank (all-gather %.3f, reduce-scatter %.3f), %.2f s in collectives "
+               "(%.0f%%); sharded state %.2f MiB/rank vs %.2f MiB unsharded, gather slots %.2f MiB, full grad %.2f MiB; "
+               "prefetch hits %lld, sync gathers %lld\n", dd.world, rep.comm_bytes / 1e6, rep.allgather_bytes / 1e6,
+               rep.reduce_scatter_bytes / 1e6, rep.comm_seconds, s.seconds > 0 ? 100 * rep.comm_seconds / s.seconds : 0,
+               rep.mem.shard_bytes / 1048576.0, rep.mem.unsharded_bytes / 1048576.0, rep.mem.slot_bytes / 1048576.0,
+               rep.mem.full_grad_bytes / 1048576.0, (long long)rep.prefetch_hits, (long long)rep.sync_gathers);
+        memset(&e, 0, sizeof e);
+    } else {
+        sft_train(&m, &d, &c, &s, &e);
+    }
     double t1 = rlc_now();
-    checkpoint_save(out, &ps, save_dtype);
-    int ncopied = checkpoint_copy_tokenizer(model_dir, out);
-    if (save_opt) {
+    int ncopied = 0;
+    if (root) {
+        checkpoint_save(out, &ps, save_dtype);
+        ncopied = checkpoint_copy_tokenizer(model_dir, out);
+    }
+    if (save_opt && !use_dist) {   // (the data-parallel path wrote it already, full layout, rank 0)
         char *p = rlc_path_join(out, "optimizer.bin");
         engine_save_state(&e, p);
         free(p);
@@ -131,11 +163,13 @@ int cmd_sft(int argc, char **argv) {
            "%.2f s; peak RSS %.2f GiB\n", (long long)s.steps, s.first_loss, s.last_loss,
            s.seconds > 0 ? (double)s.tokens / s.seconds : 0.0, (long long)s.skipped, out, st_dtype_name(save_dtype),
            save_opt ? ", optimizer.bin" : "", ncopied, rlc_now() - t1, (double)rlc_peak_rss() / (1 << 30));
-    engine_free(&e);
+    if (!use_dist) engine_free(&e);
+    free(opt_path);
     sft_dataset_free(&d);
     qwen3_model_free(&m);
     param_set_free(&ps);
     param_layout_free(&pl);
     cli_args_free(&a);
+    dist_finalize(&dd);
     return 0;
 }

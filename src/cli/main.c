@@ -1,4 +1,5 @@
 // main.c: the rlc command-line entry point; dispatches to the subcommands in src/cli/cmd_*.c.
+#include <malloc.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -39,6 +40,11 @@ static void usage(FILE *f) {
 
 int main(int argc, char **argv) {
     backend_fix_blas_coretype(argc, argv);
+    // Keep freed scratch buffers (up to 32 MiB each: attention and log-prob head chunks, per-step
+    // batches) in the heap for reuse instead of unmapping them, so every step does not page-fault them
+    // in again.
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;

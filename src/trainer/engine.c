@@ -85,7 +85,15 @@ int engine_split(const engine_batch *b, const engine_mb *mb, int *starts) {
     const int32_t *cu = b->cu_seqlens;
     int n = 0;
     if (b->n_seqs == 0) { starts[0] = 0; return 0; }
-    if (mb->micro_batch_seqs > 0) {
+    if (mb->n_parts > 0) {
+        CHECK(mb->starts && mb->starts[0] == 0 && mb->starts[mb->n_parts] == b->n_seqs,
+              "engine_mb partition: %d parts must cover the %d sequences", mb->n_parts, b->n_seqs);
+        for (int j = 0; j < mb->n_parts; j++) {
+            CHECK(mb->starts[j + 1] > mb->starts[j], "engine_mb partition: part %d is empty", j);
+            starts[j] = mb->starts[j];
+        }
+        n = mb->n_parts;
+    } else if (mb->micro_batch_seqs > 0) {
         for (int s = 0; s < b->n_seqs; s += mb->micro_batch_seqs) starts[n++] = s;
     } else if (mb->micro_batch_tokens > 0) {
         int64_t budget = mb->micro_batch_tokens, used = 0;
@@ -177,12 +185,17 @@ void engine_forward_backward(engine *e, const engine_batch *b, const engine_mb *
 
 engine_opt_result engine_optimizer_step(engine *e) {
     engine_opt_result r;
-    clip_result c = grad_clip_global(&e->grads, e->cfg.clip_grad);
+    const int64_t n = e->grads.layout->numel;
+    clip_result c = grad_clip_finish(grad_sumsq(e->grads.data, n), e->cfg.clip_grad);
     r.grad_norm = c.norm;
     r.finite = c.finite;
     r.lr = lr_schedule_current(&e->sched);
-    if (c.finite) adamw_step(&e->opt, e->model->params, &e->grads, r.lr);
-    else rlc_warn("grad_norm is not finite (%g): optimizer step skipped, gradients zeroed", c.norm);
+    if (c.finite) {
+        adamw_step_clipped(&e->opt, e->model->params, &e->grads, r.lr, &c);   // clip fused into the AdamW pass
+    } else {
+        grad_clip_apply(e->grads.data, n, &c);   // zero the gradients, as verl
+        rlc_warn("grad_norm is not finite (%g): optimizer step skipped, gradients zeroed", c.norm);
+    }
     return r;
 }
 
@@ -200,9 +213,13 @@ void engine_train_batch(engine *e, const engine_batch *b, const engine_mb *mb, i
 }
 
 void engine_infer(engine *e, const engine_batch *b, int64_t max_tokens, float *logp, float *entropy) {
-    int *starts = rlc_malloc(((size_t)b->n_seqs + 1) * sizeof(int));
     engine_mb mb = {.micro_batch_seqs = 0, .micro_batch_tokens = max_tokens > 0 ? max_tokens : 0};
-    int nmb = engine_split(b, &mb, starts);
+    engine_infer_mb(e, b, &mb, logp, entropy);
+}
+
+void engine_infer_mb(engine *e, const engine_batch *b, const engine_mb *mb, float *logp, float *entropy) {
+    int *starts = rlc_malloc(((size_t)b->n_seqs + 1) * sizeof(int));
+    int nmb = engine_split(b, mb, starts);
     for (int i = 0; i < nmb; i++) {
         qwen3_batch qb = micro_batch(e, b, starts[i], starts[i + 1]);
         int64_t off = b->cu_seqlens[starts[i]];

@@ -33,6 +33,12 @@ typedef struct {
 typedef struct {
     int micro_batch_seqs;
     int64_t micro_batch_tokens;
+    // Optional explicit partition (takes precedence when n_parts > 0): micro-batch j is sequences
+    // [starts[j], starts[j+1]); starts (n_parts+1), starts[0] = 0, strictly increasing, starts[n_parts] =
+    // n_seqs. Used for verl's balanced dynamic batches (the caller orders the sequences so each part is
+    // contiguous).
+    const int *starts;
+    int n_parts;
 } engine_mb;
 
 // What the loss callback sees for one micro-batch. Arrays are views into the global batch at
@@ -119,7 +125,9 @@ typedef struct {
     int finite;                  // 0: non-finite norm, step skipped, gradients zeroed
     double lr;                   // lr of this step (the scheduler's current lr)
 } engine_opt_result;
-// Clip e->grads and take one AdamW step at the scheduler's current lr (skipped when non-finite).
+// Clip e->grads and take one AdamW step at the scheduler's current lr (skipped when non-finite). Clipping
+// is fused into the AdamW pass (bitwise the same as scaling in place first), so e->grads keep their
+// unclipped values afterwards; a non-finite norm zeroes them.
 engine_opt_result engine_optimizer_step(engine *e);
 // Advance the LR schedule; returns the new lr (verl's logged actor/lr).
 double engine_lr_scheduler_step(engine *e);
@@ -137,6 +145,8 @@ void engine_train_batch(engine *e, const engine_batch *b, const engine_mb *mb, i
 // Inference pass: logp (T) and entropy (T, or NULL) of the whole batch, no gradients, micro-batched by
 // a token budget (max_tokens <= 0: one pass).
 void engine_infer(engine *e, const engine_batch *b, int64_t max_tokens, float *logp, float *entropy);
+// The same with any micro-batching (engine_mb: fixed sequences, token budget or an explicit partition).
+void engine_infer_mb(engine *e, const engine_batch *b, const engine_mb *mb, float *logp, float *entropy);
 
 // Optimizer + scheduler state for resume (binary, magic + version, atomic).
 void engine_save_state(const engine *e, const char *path);

@@ -10,6 +10,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,62 +30,13 @@
 #include "rl/agg.h"
 #include "rl/kl.h"
 #include "rl/policy_loss.h"
+#include "rl/rl_step.h"
 #include "rollout/engine.h"
 #include "tokenizer/tokenizer.h"
+#include "trainer/balance.h"
 #include "trainer/engine.h"
+#include "trainer/metrics.h"
 #include "trainer/plot.h"
-
-// ---------------------------------------------------------------------------------------------
-// metrics: an ordered (key, value) list written as one JSON line per step
-
-typedef struct { char key[120]; double v; } metric_kv;
-typedef struct { metric_kv *kv; int n, cap; } metrics;
-
-static void mset(metrics *m, const char *key, double v) {
-    for (int i = 0; i < m->n; i++)
-        if (strcmp(m->kv[i].key, key) == 0) { m->kv[i].v = v; return; }
-    if (m->n == m->cap) {
-        m->cap = m->cap ? 2 * m->cap : 128;
-        m->kv = rlc_realloc(m->kv, (size_t)m->cap * sizeof(metric_kv));
-    }
-    snprintf(m->kv[m->n].key, sizeof m->kv[m->n].key, "%s", key);
-    m->kv[m->n++].v = v;
-}
-static double mget(const metrics *m, const char *key, double def) {
-    for (int i = 0; i < m->n; i++)
-        if (strcmp(m->kv[i].key, key) == 0) return m->kv[i].v;
-    return def;
-}
-static void msetf(metrics *m, double v, const char *fmt, const char *a) {
-    char k[120];
-    snprintf(k, sizeof k, fmt, a);
-    mset(m, k, v);
-}
-// mean/max/min of x (n) under "<prefix>/mean" etc.
-static void mstats(metrics *m, const char *prefix, const double *x, int64_t n) {
-    double s = 0, mx = -INFINITY, mn = INFINITY;
-    for (int64_t i = 0; i < n; i++) {
-        s += x[i];
-        if (x[i] > mx) mx = x[i];
-        if (x[i] < mn) mn = x[i];
-    }
-    if (n == 0) s = mx = mn = NAN;
-    msetf(m, n ? s / (double)n : NAN, "%s/mean", prefix);
-    msetf(m, mx, "%s/max", prefix);
-    msetf(m, mn, "%s/min", prefix);
-}
-static char *metrics_json(const metrics *m) {
-    rlc_strbuf b = {0};
-    rlc_sb_putc(&b, '{');
-    for (int i = 0; i < m->n; i++) {
-        if (i) rlc_sb_puts(&b, ", ");
-        rlc_sb_json_str(&b, m->kv[i].key, strlen(m->kv[i].key));
-        if (isfinite(m->kv[i].v)) rlc_sb_printf(&b, ": %.17g", m->kv[i].v);
-        else rlc_sb_puts(&b, ": null");   // JSON has no NaN
-    }
-    rlc_sb_putc(&b, '}');
-    return rlc_sb_take(&b);
-}
 
 // ---------------------------------------------------------------------------------------------
 // one step's batch
@@ -104,17 +56,21 @@ typedef struct {
     float *ref_lp;            // (B, Tr) reference log-probs (NULL without a reference)
     float *entropy;           // (B, Tr) actor entropy from the old_log_prob pass
     float *mask;              // (B, Tr) response mask
+    float *score;             // (B) sequence reward from the reward function
+    rlc_reward_result *res;   // (B) reward results (score, extras, pred)
     float *scores;            // (B, Tr) token-level scores (the reward on the last response token)
     float *rewards;           // (B, Tr) token-level rewards (scores - beta * kl when KL is in the reward)
     float *adv, *returns;     // (B, Tr)
-    double *seq_score;        // (B)
     int *finish;              // (B)
 } step_batch;
 
 static void step_batch_free(step_batch *s) {
+    if (s->res)
+        for (int i = 0; i < s->B; i++) rlc_reward_result_free(&s->res[i]);
+    free(s->res);
     free(s->ds_index); free(s->plen); free(s->rlen); free(s->cu); free(s->tokens); free(s->targets);
     free(s->loss_mask); free(s->rollout_lp); free(s->old_lp); free(s->ref_lp); free(s->entropy); free(s->mask);
-    free(s->scores); free(s->rewards); free(s->adv); free(s->returns); free(s->seq_score); free(s->finish);
+    free(s->score); free(s->scores); free(s->rewards); free(s->adv); free(s->returns); free(s->finish);
     memset(s, 0, sizeof *s);
 }
 
@@ -136,8 +92,7 @@ typedef struct {
     rollout_engine *rollout;
     rlc_reward_fn reward;
     rl_loss_cfg loss_cfg;
-    rl_adv_cfg adv_cfg;
-    rl_kl_type kl_in_reward;
+    rl_step_cfg step_cfg;         // advantage estimator + in-reward KL
     rl_kl_ctrl kl_ctrl;
     float temperature;            // rollout temperature, also used by the actor's log-prob passes
     int want_entropy_update;      // entropy computed in the update (entropy_coeff != 0 or calculate_entropy)
@@ -147,11 +102,12 @@ typedef struct {
     char *run_dir;
     char *metrics_path;
     uint64_t data_seed;
+    const char *dump_dir;         // RLC_GRPO_DUMP: write each step's rollouts (tests' PyTorch oracle)
+    int64_t crash_step;           // RLC_TEST_CRASH_IN_CHECKPOINT: SIGKILL midway through this step's save
 } grpo;
 
 static const char *TRAINER_STATE_MAGIC = "RLCGRPO\x01";
 enum { TRAINER_STATE_VERSION = 1 };
-
 // Prompt order of one epoch: a seeded Fisher-Yates shuffle (data.shuffle) or the file order.
 static void epoch_order(const grpo *g, int64_t epoch, int64_t *perm) {
     int64_t n = g->train.n;
@@ -279,11 +235,12 @@ static void generate(grpo *g, rollout_engine *re, const int64_t *rows, int n_pro
     free(ps);
 }
 
-// Decode responses (special tokens skipped, as verl's naive reward manager) and score them.
-static void score(grpo *g, const rlc_dataset *ds, step_batch *sb, double *acc_out) {
+// Decode responses (special tokens skipped, as verl's naive reward manager) and score them: sb->score (B)
+// and sb->res (B), the full results (extras and pred) for the validation metrics.
+static void score(grpo *g, const rlc_dataset *ds, step_batch *sb) {
     int B = sb->B;
     rlc_reward_request *req = rlc_calloc((size_t)B, sizeof *req);
-    rlc_reward_result *res = rlc_calloc((size_t)B, sizeof *res);
+    sb->res = rlc_calloc((size_t)B, sizeof *sb->res);
     char **texts = rlc_calloc((size_t)B, sizeof(char *));
     for (int i = 0; i < B; i++) {
         const rlc_prompt *pr = &ds->items[sb->ds_index[i]];
@@ -293,46 +250,107 @@ static void score(grpo *g, const rlc_dataset *ds, step_batch *sb, double *acc_ou
         req[i].ground_truth = pr->ground_truth ? pr->ground_truth : "";
         req[i].extra_info = pr->extra_info_json;
     }
-    rlc_reward_compute(&g->reward, B, req, res);
-    size_t BT = (size_t)B * (size_t)sb->Tr;
-    sb->seq_score = rlc_malloc(sizeof(double) * (size_t)B);
-    sb->scores = rlc_calloc(BT, sizeof(float));
+    rlc_reward_compute(&g->reward, B, req, sb->res);
+    sb->score = rlc_malloc(sizeof(float) * (size_t)B);
     for (int i = 0; i < B; i++) {
-        sb->seq_score[i] = res[i].score;
-        if (acc_out) acc_out[i] = res[i].score;
-        // verl puts the sequence reward on the last valid response token.
-        if (sb->rlen[i] > 0) sb->scores[(size_t)i * sb->Tr + sb->rlen[i] - 1] = (float)res[i].score;
-        rlc_reward_result_free(&res[i]);
+        sb->score[i] = (float)sb->res[i].score;
         free(texts[i]);
     }
     free(texts);
     free(req);
-    free(res);
 }
 
-// Gather packed per-position values (T) into the padded response layout (B, Tr).
-static void gather_response(const step_batch *sb, const float *packed, float *padded) {
-    for (int i = 0; i < sb->B; i++) {
-        int64_t base = sb->cu[i] + sb->plen[i] - 1;
-        float *row = padded + (size_t)i * sb->Tr;
-        for (int64_t k = 0; k < sb->Tr; k++) row[k] = k < sb->rlen[i] ? packed[base + k] : 0.0f;
+// A packed batch of the step batch's sequences rows[0..n) in that order.
+typedef struct {
+    int n;
+    int32_t *cu;        // (n+1)
+    int32_t *tokens;    // (T)
+    int32_t *targets;   // (T)
+    float *loss_mask;   // (T)
+} packed_rows;
+
+static void pack_rows(packed_rows *p, const step_batch *sb, const int *rows, int n) {
+    int64_t T = 0;
+    for (int s = 0; s < n; s++) T += sb->cu[rows[s] + 1] - sb->cu[rows[s]];
+    p->n = n;
+    p->cu = rlc_malloc(sizeof(int32_t) * (size_t)(n + 1));
+    p->tokens = rlc_malloc(sizeof(int32_t) * (size_t)(T > 0 ? T : 1));
+    p->targets = rlc_malloc(sizeof(int32_t) * (size_t)(T > 0 ? T : 1));
+    p->loss_mask = rlc_malloc(sizeof(float) * (size_t)(T > 0 ? T : 1));
+    int64_t off = 0;
+    for (int s = 0; s < n; s++) {
+        int i = rows[s];
+        int64_t len = sb->cu[i + 1] - sb->cu[i];
+        p->cu[s] = (int32_t)off;
+        memcpy(p->tokens + off, sb->tokens + sb->cu[i], sizeof(int32_t) * (size_t)len);
+        memcpy(p->targets + off, sb->targets + sb->cu[i], sizeof(int32_t) * (size_t)len);
+        memcpy(p->loss_mask + off, sb->loss_mask + sb->cu[i], sizeof(float) * (size_t)len);
+        off += len;
     }
+    p->cu[n] = (int32_t)off;
+}
+static void packed_rows_free(packed_rows *p) { free(p->cu); free(p->tokens); free(p->targets); free(p->loss_mask); }
+
+// verl's dynamic batch size (rearrange_micro_batches: KK over 24576*L + L^2, parts ordered small-large-small):
+// reorders rows[0..n) in place so that each part is contiguous and fills starts (n+1) with the part
+// boundaries; returns the number of parts.
+static int balanced_micro_batches(const step_batch *sb, int *rows, int n, int64_t max_tokens, const char *key, int *starts) {
+    int64_t *len = rlc_malloc(sizeof(int64_t) * (size_t)n);
+    for (int s = 0; s < n; s++) len[s] = sb->cu[rows[s] + 1] - sb->cu[rows[s]];
+    rlc_partition part;
+    rlc_rearrange_micro_batches(&part, len, n, max_tokens, 0, 1, 1, key);
+    int *orig = rlc_malloc(sizeof(int) * (size_t)n);
+    memcpy(orig, rows, sizeof(int) * (size_t)n);
+    int k = (int)part.k;
+    for (int j = 0; j <= k; j++) starts[j] = (int)part.offsets[j];
+    for (int q = 0; q < n; q++) rows[q] = orig[part.items[q]];
+    rlc_partition_free(&part);
+    free(orig);
+    free(len);
+    return k;
 }
 
-static void infer_logprobs(engine *e, qwen3_model *m, const step_batch *sb, int64_t max_tokens, float *lp_padded,
-                           float *ent_padded) {
-    engine_batch b = {sb->B, sb->cu, sb->tokens, sb->targets, sb->loss_mask};
-    float *lp = rlc_malloc(sizeof(float) * (size_t)sb->T);
-    float *ent = ent_padded ? rlc_malloc(sizeof(float) * (size_t)sb->T) : NULL;
+// The log-prob passes (old_log_prob with the actor, ref with the reference model): micro-batched as
+// verl's infer (log_prob_use_dynamic_bsz: balanced token-budget parts; else log_prob_micro_batch_size_per_gpu
+// sequences; neither set: greedy consecutive sequences up to log_prob_max_token_len_per_gpu). Outputs are
+// scattered back to the step order in the padded layout (B, Tr).
+static void infer_logprobs(engine *e, qwen3_model *m, const step_batch *sb, int dyn, int64_t micro_seqs,
+                           int64_t max_tokens, const char *key, float *lp_padded, float *ent_padded) {
+    int B = sb->B;
+    int *rows = rlc_malloc(sizeof(int) * (size_t)B), *starts = rlc_malloc(sizeof(int) * (size_t)(B + 1));
+    for (int i = 0; i < B; i++) rows[i] = i;
+    engine_mb mb = {0, 0, NULL, 0};
+    if (dyn) {
+        mb.n_parts = balanced_micro_batches(sb, rows, B, max_tokens, key, starts);
+        mb.starts = starts;
+    } else if (micro_seqs != RLC_CFG_NULL && micro_seqs > 0) {
+        mb.micro_batch_seqs = (int)micro_seqs;
+    } else {
+        mb.micro_batch_tokens = max_tokens > 0 ? max_tokens : 0;
+    }
+    packed_rows p;
+    pack_rows(&p, sb, rows, B);
+    engine_batch b = {B, p.cu, p.tokens, p.targets, p.loss_mask};
+    int64_t T = p.cu[B];
+    float *lp = rlc_malloc(sizeof(float) * (size_t)(T > 0 ? T : 1));
+    float *ent = ent_padded ? rlc_malloc(sizeof(float) * (size_t)(T > 0 ? T : 1)) : NULL;
     // The reference model shares the actor's engine buffers (same shapes): only the weights differ.
     qwen3_model *saved = e->model;
     e->model = m;
-    engine_infer(e, &b, max_tokens, lp, ent);
+    engine_infer_mb(e, &b, &mb, lp, ent);
     e->model = saved;
-    gather_response(sb, lp, lp_padded);
-    if (ent) gather_response(sb, ent, ent_padded);
-    free(lp);
-    free(ent);
+    // restore_dynamic_batch: back to the step order
+    for (int s = 0; s < B; s++) {
+        int i = rows[s];
+        int64_t base = p.cu[s] + sb->plen[i] - 1;
+        for (int64_t k = 0; k < sb->Tr; k++) {
+            int in = k < sb->rlen[i];
+            lp_padded[(size_t)i * sb->Tr + k] = in ? lp[base + k] : 0.0f;
+            if (ent) ent_padded[(size_t)i * sb->Tr + k] = in ? ent[base + k] : 0.0f;
+        }
+    }
+    packed_rows_free(&p);
+    free(lp); free(ent); free(rows); free(starts);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -341,12 +359,9 @@ static void infer_logprobs(engine *e, qwen3_model *m, const step_batch *sb, int6
 typedef struct {
     grpo *g;
     const step_batch *sb;
-    const int *rows;          // (mini-batch sequences) -> sample index in sb
+    const int *rows;          // (mini-batch sequences) -> sample index in sb, in packed order
     double G;                 // sequences in the global mini-batch
-    // metric accumulators over this mini-batch
-    double pg_loss, kl_loss, ent_loss, loss;
-    double clipfrac, clipfrac_lower, ppo_kl;
-    int n_micro;
+    rlc_actor_metrics *am;
 } loss_ctx;
 
 static double grpo_loss_fn(void *user, const engine_micro *mb) {
@@ -354,7 +369,7 @@ static double grpo_loss_fn(void *user, const engine_micro *mb) {
     const step_batch *sb = lc->sb;
     const grpo *g = lc->g;
     int nb = mb->n_seqs;
-    int64_t Tm = 1;
+    int64_t Tm = 1;   // the micro-batch's widest response (verl v1 pads each micro-batch to it)
     for (int s = 0; s < nb; s++) {
         int i = lc->rows[mb->seq_begin + s];
         if (sb->rlen[i] > Tm) Tm = sb->rlen[i];
@@ -381,7 +396,8 @@ static double grpo_loss_fn(void *user, const engine_micro *mb) {
     rl_batch_info gbi = {1, mb->global_tokens, lc->G, g->cfg->actor_rollout_ref.actor.loss_scale_factor};
     if (!isfinite(gbi.loss_scale_factor)) gbi.loss_scale_factor = 0;   // null: the micro-batch width
     rl_loss_out out;
-    rl_ppo_loss(&out, dlp, dent, lp, old, ref, adv, ent, mask, NULL, nb, Tm, &g->loss_cfg, &gbi);
+    rl_ppo_loss(&out, dlp, dent, lp, old, g->loss_cfg.use_kl_loss ? ref : NULL, adv, ent, mask, NULL, nb, Tm, &g->loss_cfg,
+                &gbi);
     for (int s = 0; s < nb; s++) {
         int i = lc->rows[mb->seq_begin + s];
         int64_t base = mb->cu_seqlens[s] + sb->plen[i] - 1;
@@ -390,143 +406,96 @@ static double grpo_loss_fn(void *user, const engine_micro *mb) {
             if (dent) mb->dentropy[base + k] = dent[(size_t)s * Tm + k];
         }
     }
-    lc->pg_loss += out.pg_loss;
-    lc->kl_loss += out.kl_loss;
-    lc->ent_loss += out.entropy_loss;
-    lc->loss += out.loss;
-    lc->clipfrac += out.pg.pg_clipfrac;
-    lc->clipfrac_lower += out.pg.pg_clipfrac_lower;
-    lc->ppo_kl += out.pg.ppo_kl;
-    lc->n_micro++;
+    rlc_actor_metrics_micro(lc->am, out.pg_loss, out.entropy_loss, out.kl_loss, out.loss, out.pg.pg_clipfrac, out.pg.ppo_kl,
+                            out.pg.pg_clipfrac_lower);
     free(lp); free(old); free(adv); free(mask); free(dlp); free(ref); free(ent); free(dent);
     return out.loss;
 }
 
-static void update_actor(grpo *g, const step_batch *sb, metrics *m) {
+static void update_actor(grpo *g, const step_batch *sb, rlc_metrics *m) {
     const rlc_train_config *c = g->cfg;
+    const __typeof__(c->actor_rollout_ref.actor) *ac = &c->actor_rollout_ref.actor;
     int n = sb->n, B = sb->B;
-    int mini_seqs = (int)c->actor_rollout_ref.actor.ppo_mini_batch_size * n;
+    int mini_seqs = (int)ac->ppo_mini_batch_size * n;   // verl: ppo_mini_batch_size * rollout.n sequences
     if (mini_seqs > B) mini_seqs = B;
     int n_mini = B / mini_seqs;
-    int *order = rlc_malloc(sizeof(int) * (size_t)B);
-    int32_t *cu = rlc_malloc(sizeof(int32_t) * (size_t)(mini_seqs + 1));
-    int32_t *tok = rlc_malloc(sizeof(int32_t) * (size_t)sb->T), *tgt = rlc_malloc(sizeof(int32_t) * (size_t)sb->T);
-    float *lm = rlc_malloc(sizeof(float) * (size_t)sb->T);
-    engine_mb mbc = {0, 0};
-    if (c->actor_rollout_ref.actor.use_dynamic_bsz) mbc.micro_batch_tokens = c->actor_rollout_ref.actor.ppo_max_token_len_per_gpu;
-    else mbc.micro_batch_seqs = (int)c->actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu;
-    double s_pg = 0, s_kl = 0, s_ent = 0, s_loss = 0, s_cf = 0, s_cfl = 0, s_pkl = 0, s_gn = 0;
-    int n_updates = 0, n_nonfinite = 0;
-    for (int64_t ep = 0; ep < c->actor_rollout_ref.actor.ppo_epochs; ep++) {
+    int *order = rlc_malloc(sizeof(int) * (size_t)B), *rows = rlc_malloc(sizeof(int) * (size_t)mini_seqs);
+    int *starts = rlc_malloc(sizeof(int) * (size_t)(mini_seqs + 1));
+    rlc_actor_metrics am;
+    rlc_actor_metrics_init(&am);
+    int n_nonfinite = 0;
+    for (int64_t ep = 0; ep < ac->ppo_epochs; ep++) {
         for (int i = 0; i < B; i++) order[i] = i;
-        if (c->actor_rollout_ref.actor.shuffle) {   // verl: DataLoader(shuffle) seeded by data_loader_seed
+        if (ac->shuffle) {   // verl: DataLoader(shuffle) seeded by data_loader_seed
             rng r;
-            rng_stream(&r, (uint64_t)c->actor_rollout_ref.actor.data_loader_seed, (uint64_t)g->global_step, (uint64_t)ep);
+            rng_stream(&r, (uint64_t)ac->data_loader_seed, (uint64_t)g->global_step, (uint64_t)ep);
             for (int i = B - 1; i > 0; i--) {
                 int j = (int)rng_below(&r, (uint64_t)(i + 1));
                 int t = order[i]; order[i] = order[j]; order[j] = t;
             }
         }
         for (int mi = 0; mi < n_mini; mi++) {
-            const int *rows = order + (size_t)mi * mini_seqs;
-            int64_t off = 0;
-            for (int s = 0; s < mini_seqs; s++) {
-                int i = rows[s];
-                int64_t len = sb->cu[i + 1] - sb->cu[i];
-                cu[s] = (int32_t)off;
-                memcpy(tok + off, sb->tokens + sb->cu[i], sizeof(int32_t) * (size_t)len);
-                memcpy(tgt + off, sb->targets + sb->cu[i], sizeof(int32_t) * (size_t)len);
-                memcpy(lm + off, sb->loss_mask + sb->cu[i], sizeof(float) * (size_t)len);
-                off += len;
+            memcpy(rows, order + (size_t)mi * mini_seqs, sizeof(int) * (size_t)mini_seqs);
+            engine_mb mbc = {0, 0, NULL, 0};
+            if (ac->use_dynamic_bsz) {
+                mbc.n_parts = balanced_micro_batches(sb, rows, mini_seqs, ac->ppo_max_token_len_per_gpu,
+                                                     "actor_rollout_ref.actor.ppo_max_token_len_per_gpu", starts);
+                mbc.starts = starts;
+            } else {
+                mbc.micro_batch_seqs = (int)ac->ppo_micro_batch_size_per_gpu;   // verl: consecutive chunks
             }
-            cu[mini_seqs] = (int32_t)off;
-            engine_batch eb = {mini_seqs, cu, tok, tgt, lm};
-            loss_ctx lc = {g, sb, rows, (double)mini_seqs, 0, 0, 0, 0, 0, 0, 0, 0};
+            packed_rows p;
+            pack_rows(&p, sb, rows, mini_seqs);
+            engine_batch eb = {mini_seqs, p.cu, p.tokens, p.targets, p.loss_mask};
+            loss_ctx lc = {g, sb, rows, (double)mini_seqs, &am};
             engine_step_stats st;
             engine_train_batch(&g->eng, &eb, &mbc, g->want_entropy_update, grpo_loss_fn, &lc, 0, &st);
-            s_pg += lc.pg_loss;
-            s_kl += lc.kl_loss;
-            s_ent += lc.ent_loss;
-            s_loss += lc.loss;
-            if (lc.n_micro) {
-                s_cf += lc.clipfrac / lc.n_micro;
-                s_cfl += lc.clipfrac_lower / lc.n_micro;
-                s_pkl += lc.ppo_kl / lc.n_micro;
-            }
-            s_gn += st.opt.grad_norm;
+            rlc_actor_metrics_minibatch(&am, st.opt.grad_norm);
             if (!st.opt.finite) n_nonfinite++;
-            n_updates++;
+            packed_rows_free(&p);
         }
     }
     double lr = engine_lr_scheduler_step(&g->eng);   // once per training step, after the last mini-batch
-    double k = n_updates ? (double)n_updates : 1;
-    mset(m, "actor/pg_loss", s_pg / k);
-    mset(m, "actor/pg_clipfrac", s_cf / k);
-    mset(m, "actor/ppo_kl", s_pkl / k);
-    mset(m, "actor/pg_clipfrac_lower", s_cfl / k);
-    if (g->want_entropy_update) mset(m, "actor/entropy_loss", s_ent / k);
-    if (g->loss_cfg.use_kl_loss) {
-        mset(m, "actor/kl_loss", s_kl / k);
-        mset(m, "actor/kl_coef", g->loss_cfg.kl_loss_coef);
-    }
-    mset(m, "actor/loss", s_loss / k);
-    mset(m, "actor/grad_norm", s_gn / k);
-    mset(m, "actor/lr", lr);
-    if (n_nonfinite) mset(m, "actor/nonfinite_grad_steps", n_nonfinite);
-    free(order); free(cu); free(tok); free(tgt); free(lm);
+    rlc_actor_metrics_put(&am, m, g->want_entropy_update, g->loss_cfg.use_kl_loss, g->loss_cfg.kl_loss_coef, lr);
+    if (n_nonfinite) rlc_metrics_set(m, "actor/nonfinite_grad_steps", n_nonfinite);
+    free(order); free(rows); free(starts);
 }
 
 // ---------------------------------------------------------------------------------------------
-// data metrics (verl compute_data_metrics)
+// data metrics (verl compute_data_metrics) and global_seqlen/* (log_seqlen_unbalance, one rank)
 
-static void data_metrics(const grpo *g, const step_batch *sb, metrics *m) {
+static void data_metrics(const step_batch *sb, rlc_metrics *m) {
     int B = sb->B;
     int64_t Tr = sb->Tr;
-    double *x = rlc_malloc(sizeof(double) * (size_t)(B > 0 ? B : 1) * (size_t)Tr);
-    int nb = 0;
-    for (int i = 0; i < B; i++)
-        if (sb->rlen[i] > 0) x[nb++] = sb->seq_score[i];
-    mstats(m, "critic/score", x, nb);
-    nb = 0;
+    float *sc = rlc_malloc(sizeof(float) * (size_t)B), *rw = rlc_malloc(sizeof(float) * (size_t)B);
     for (int i = 0; i < B; i++) {
-        if (sb->rlen[i] == 0) continue;
-        double s = 0;
-        for (int64_t k = 0; k < Tr; k++) s += sb->rewards[(size_t)i * Tr + k];
-        x[nb++] = s;
+        double s = 0, r = 0;
+        for (int64_t k = 0; k < Tr; k++) { s += sb->scores[(size_t)i * Tr + k]; r += sb->rewards[(size_t)i * Tr + k]; }
+        sc[i] = (float)s;
+        rw[i] = (float)r;
     }
-    mstats(m, "critic/rewards", x, nb);
-    int64_t nt = 0;
-    for (size_t j = 0; j < (size_t)B * Tr; j++)
-        if (sb->mask[j] > 0) x[nt++] = sb->adv[j];
-    mstats(m, "critic/advantages", x, nt);
-    nt = 0;
-    for (size_t j = 0; j < (size_t)B * Tr; j++)
-        if (sb->mask[j] > 0) x[nt++] = sb->returns[j];
-    mstats(m, "critic/returns", x, nt);
-    // Lengths. clip_ratio compares with the batch's widest response/prompt, as verl's v1 trainer
-    // (which stores samples unpadded) does.
-    int64_t pmax = 0;
-    for (int i = 0; i < B; i++) { x[i] = (double)sb->rlen[i]; }
-    mstats(m, "response_length", x, B);
-    double clip = 0;
-    for (int i = 0; i < B; i++) clip += sb->rlen[i] == Tr;
-    mset(m, "response_length/clip_ratio", B ? clip / B : 0);
-    for (int i = 0; i < B; i++) { x[i] = (double)sb->plen[i]; if (sb->plen[i] > pmax) pmax = sb->plen[i]; }
-    mstats(m, "prompt_length", x, B);
-    clip = 0;
-    for (int i = 0; i < B; i++) clip += sb->plen[i] == pmax;
-    mset(m, "prompt_length/clip_ratio", B ? clip / B : 0);
-    int aborted = 0;
-    for (int i = 0; i < B; i++) aborted += sb->rlen[i] == 0;
-    mset(m, "response/aborted_ratio", B ? (double)aborted / B : 0);
-    free(x);
-    (void)g;
+    // v1 stores samples unpadded: clip ratios compare with the batch's widest response / prompt.
+    rlc_data_metrics(m, sc, rw, sb->adv, sb->returns, sb->mask, sb->rlen, sb->plen, B, Tr, 0, 0);
+    free(sc);
+    free(rw);
+    int64_t *len = rlc_malloc(sizeof(int64_t) * (size_t)B), *items = rlc_malloc(sizeof(int64_t) * (size_t)B);
+    for (int i = 0; i < B; i++) { len[i] = sb->plen[i] + sb->rlen[i]; items[i] = i; }
+    int64_t offs[2] = {0, B};
+    rlc_partition one = {1, offs, items};   // one data-parallel rank: the balanced partition is the batch
+    double u[6];
+    rlc_seqlen_unbalance(u, len, B, &one);
+    static const char *names[6] = {"global_seqlen/min", "global_seqlen/max", "global_seqlen/minmax_diff",
+                                   "global_seqlen/balanced_min", "global_seqlen/balanced_max", "global_seqlen/mean"};
+    for (int j = 0; j < 6; j++) rlc_metrics_set(m, names[j], u[j]);
+    free(len);
+    free(items);
 }
 
 // ---------------------------------------------------------------------------------------------
-// validation (verl _validate): greedy by default, val-core/<data_source>/acc/mean@n
+// validation (verl _validate + process_validation_metrics): greedy by default; mean@n, and for n > 1
+// std@n and the bootstrapped best@k / worst@k / maj@k
 
-static void validate(grpo *g, metrics *m) {
+static void validate(grpo *g, rlc_metrics *m) {
     if (!g->have_val) return;
     rollout_config rc;
     rollout_cfg_from(g, &rc, 1);
@@ -534,53 +503,77 @@ static void validate(grpo *g, metrics *m) {
     int64_t N = g->val.n, bs = g->cfg->data.val_batch_size;
     if (bs == RLC_CFG_NULL || bs <= 0 || bs > N) bs = N;
     int n = rc.n;
-    double *acc = rlc_malloc(sizeof(double) * (size_t)N * (size_t)n);
+    int64_t S = N * n;   // samples, prompt-major
+    rlc_reward_result *res = rlc_calloc((size_t)S, sizeof *res);
     int64_t *rows = rlc_malloc(sizeof(int64_t) * (size_t)bs);
-    double t_gen_total = 0;
     for (int64_t start = 0; start < N; start += bs) {
         int64_t cnt = N - start < bs ? N - start : bs;
         for (int64_t i = 0; i < cnt; i++) rows[i] = start + i;
         step_batch sb;
         double tg;
         generate(g, re, rows, (int)cnt, &g->val, 0x56414cull << 40 /* "VAL": not a train stream */, &sb, &tg);
-        t_gen_total += tg;
-        score(g, &g->val, &sb, acc + (size_t)start * n);
+        score(g, &g->val, &sb);
+        memcpy(res + (size_t)start * n, sb.res, sizeof *res * (size_t)sb.B);   // take ownership
+        free(sb.res);
+        sb.res = NULL;
         step_batch_free(&sb);
     }
     rollout_engine_free(re);
-    // Per data source: mean over prompts of the mean over their n samples (mean@n).
-    for (int64_t i = 0; i < N; i++) {
-        const char *ds = g->val.items[i].data_source;
-        int seen = 0;
-        for (int64_t j = 0; j < i; j++)
-            if (strcmp(g->val.items[j].data_source, ds) == 0) { seen = 1; break; }
-        if (seen) continue;
-        double s = 0, s2 = 0;
-        int64_t cnt = 0;
-        for (int64_t j = i; j < N; j++) {
-            if (strcmp(g->val.items[j].data_source, ds) != 0) continue;
-            double pm = 0;
-            for (int k = 0; k < n; k++) pm += acc[(size_t)j * n + k];
-            pm /= n;
-            s += pm;
-            double sd = 0;   // std@n over the n samples of this prompt (n > 1)
-            for (int k = 0; k < n; k++) sd += (acc[(size_t)j * n + k] - pm) * (acc[(size_t)j * n + k] - pm);
-            s2 += n > 1 ? sqrt(sd / (n - 1)) : 0;
-            cnt++;
+    // Variables: "reward" (the score), then the reward's extra keys (e.g. "acc") in the first sample's order.
+    int nv = 1 + res[0].n_extra;
+    const char **names = rlc_malloc(sizeof(char *) * (size_t)nv);
+    double **vals = rlc_malloc(sizeof(double *) * (size_t)nv);
+    names[0] = "reward";
+    for (int v = 1; v < nv; v++) names[v] = res[0].extra_keys[v - 1];
+    for (int v = 0; v < nv; v++) vals[v] = rlc_malloc(sizeof(double) * (size_t)S);
+    const char **ds = rlc_malloc(sizeof(char *) * (size_t)S), **uid = rlc_malloc(sizeof(char *) * (size_t)S);
+    const char **preds = rlc_malloc(sizeof(char *) * (size_t)S);
+    char *uid_buf = rlc_malloc((size_t)S * 24);
+    int have_pred = 1;
+    for (int64_t j = 0; j < S; j++) {
+        int64_t row = j / n;
+        ds[j] = g->val.items[row].data_source;
+        snprintf(uid_buf + j * 24, 24, "%lld", (long long)row);
+        uid[j] = uid_buf + j * 24;
+        vals[0][j] = res[j].score;
+        for (int v = 1; v < nv; v++) {
+            int found = 0;
+            for (int e = 0; e < res[j].n_extra; e++)
+                if (!strcmp(res[j].extra_keys[e], names[v])) { vals[v][j] = res[j].extra_vals[e]; found = 1; break; }
+            if (!found)
+                rlc_die("%s:%lld: the reward returned no '%s' for this validation sample, but did for the first one",
+                        g->val.path, (long long)g->val.items[row].line, names[v]);
         }
-        char key[160];
-        snprintf(key, sizeof key, "val-core/%s/acc/mean@%d", ds, n);
-        mset(m, key, s / (double)cnt);
-        snprintf(key, sizeof key, "val-aux/%s/reward/mean@%d", ds, n);
-        mset(m, key, s / (double)cnt);
-        if (n > 1) {
-            snprintf(key, sizeof key, "val-aux/%s/acc/std@%d", ds, n);
-            mset(m, key, s2 / (double)cnt);
-        }
+        preds[j] = res[j].pred;
+        if (!res[j].pred) have_pred = 0;
     }
-    mset(m, "val/timing_s/gen", t_gen_total);
-    free(acc);
+    rlc_val_metrics(m, S, ds, uid, nv, names, (const double *const *)vals, have_pred ? preds : NULL, 42);
+    for (int v = 0; v < nv; v++) free(vals[v]);
+    free(vals); free(names); free(ds); free(uid); free(preds); free(uid_buf);
+    for (int64_t j = 0; j < S; j++) rlc_reward_result_free(&res[j]);
+    free(res);
     free(rows);
+}
+
+// RLC_GRPO_DUMP: one JSON file per step with what an independent reimplementation of the update needs
+// (the sequences, prompt lengths, sequence scores and groups), for tests/py/grpo_ref.py.
+static void dump_step(const grpo *g, const step_batch *sb) {
+    rlc_strbuf b = {0};
+    rlc_sb_printf(&b, "{\"step\": %lld, \"n\": %d, \"seqs\": [", (long long)(g->global_step + 1), sb->n);
+    for (int i = 0; i < sb->B; i++) {
+        rlc_sb_printf(&b, "%s{\"plen\": %lld, \"score\": %.9g, \"group\": %d, \"ids\": [", i ? ", " : "",
+                      (long long)sb->plen[i], (double)sb->score[i], i / sb->n);
+        for (int32_t t = sb->cu[i]; t < sb->cu[i + 1]; t++) rlc_sb_printf(&b, "%s%d", t > sb->cu[i] ? "," : "", sb->tokens[t]);
+        rlc_sb_puts(&b, "]}");
+    }
+    rlc_sb_puts(&b, "]}\n");
+    rlc_mkdirs(g->dump_dir);
+    char name[64];
+    snprintf(name, sizeof name, "step_%lld.json", (long long)(g->global_step + 1));
+    char *path = rlc_path_join(g->dump_dir, name);
+    if (rlc_write_file_atomic(path, b.s, b.n) != 0) rlc_die("%s: cannot write: %s", path, strerror(errno));
+    free(path);
+    rlc_sb_free(&b);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -632,6 +625,12 @@ static void save_checkpoint(grpo *g) {
     // fp32 so that a resumed run continues bit-identically; transformers and vLLM load it as-is.
     checkpoint_save(actor, &g->params, ST_F32);
     checkpoint_copy_tokenizer(g->cfg->actor_rollout_ref.model.path, actor);
+    if (g->crash_step == g->global_step) {   // tests: die as a SIGKILL would, with the save half written
+        fprintf(stderr, "rlc: RLC_TEST_CRASH_IN_CHECKPOINT=%lld: killing the process midway through the save\n",
+                (long long)g->crash_step);
+        fflush(stderr);
+        kill(getpid(), SIGKILL);
+    }
     char *opt = rlc_path_join(actor, "optimizer.bin");
     engine_save_state(&g->eng, opt);
     trainer_state ts;
@@ -762,117 +761,106 @@ static void truncate_metrics(const grpo *g, int64_t last) {
     free(buf);
 }
 
-static void append_metrics(const grpo *g, const metrics *m) {
-    char *line = metrics_json(m);
-    FILE *f = fopen(g->metrics_path, "a");
-    if (!f) rlc_die("%s: cannot open for append: %s", g->metrics_path, strerror(errno));
-    fputs(line, f);
-    fputc('\n', f);
-    if (fflush(f) != 0 || fsync(fileno(f)) != 0) rlc_die("%s: write failed: %s", g->metrics_path, strerror(errno));
-    fclose(f);
-    free(line);
-}
+static double mget(const rlc_metrics *m, const char *key) { return rlc_metrics_get(m, key, NULL); }
 
-static void console_line(const grpo *g, const metrics *m) {
-    char vkey[160] = "";
-    for (int i = 0; i < m->n; i++)
-        if (strncmp(m->kv[i].key, "val-core/", 9) == 0) { snprintf(vkey, sizeof vkey, "%s", m->kv[i].key); break; }
-    fprintf(stdout, "step %lld/%lld | score %.3f | len %.1f | pg %.4f | gn %.3f | lr %.3g | ent %.3f",
-            (long long)g->global_step, (long long)g->total_steps, mget(m, "critic/score/mean", NAN),
-            mget(m, "response_length/mean", NAN), mget(m, "actor/pg_loss", NAN), mget(m, "actor/grad_norm", NAN),
-            mget(m, "actor/lr", NAN), mget(m, "actor/entropy", NAN));
-    if (g->loss_cfg.use_kl_loss) fprintf(stdout, " | kl %.4f", mget(m, "actor/kl_loss", NAN));
-    if (vkey[0]) fprintf(stdout, " | %s %.3f", vkey, mget(m, vkey, NAN));
-    fprintf(stdout, " | gen %.1fs upd %.1fs step %.1fs | %.0f tok/s\n", mget(m, "timing_s/gen", 0), mget(m, "timing_s/update_actor", 0),
-            mget(m, "timing_s/step", 0), mget(m, "perf/throughput", 0));
+static void console_line(const grpo *g, const rlc_metrics *m) {
+    const char *vkey = NULL;
+    for (int64_t i = 0; i < m->n; i++)
+        if (strncmp(m->keys[i], "val-core/", 9) == 0) { vkey = m->keys[i]; break; }
+    fprintf(stdout, "step %lld/%lld", (long long)g->global_step, (long long)g->total_steps);
+    int found;
+    double sc = rlc_metrics_get(m, "critic/score/mean", &found);
+    if (found)
+        fprintf(stdout, " | score %.3f | len %.1f | pg %.4f | gn %.3f | lr %.3g | ent %.3f", sc, mget(m, "response_length/mean"),
+                mget(m, "actor/pg_loss"), mget(m, "actor/grad_norm"), mget(m, "actor/lr"), mget(m, "actor/entropy"));
+    if (found && g->loss_cfg.use_kl_loss) fprintf(stdout, " | kl %.4f", mget(m, "actor/kl_loss"));
+    if (vkey) fprintf(stdout, " | %s %.3f", vkey, mget(m, vkey));
+    if (found)
+        fprintf(stdout, " | gen %.1fs upd %.1fs step %.1fs | %.0f tok/s", mget(m, "timing_s/gen"), mget(m, "timing_s/update_actor"),
+                mget(m, "timing_s/step"), mget(m, "perf/throughput"));
+    rlc_metrics_get(m, "timing_s/testing", &found);
+    if (found) fprintf(stdout, " | testing %.1fs", mget(m, "timing_s/testing"));
+    fputc('\n', stdout);
     fflush(stdout);
 }
 
 // ---------------------------------------------------------------------------------------------
-// one training step
+// one training step, in verl's order: gen -> reward -> old_log_prob -> ref -> adv -> update_actor ->
+// save_checkpoint -> update_weights (the "step" timer), then testing outside it (by the caller)
 
-static void train_step(grpo *g, const int64_t *rows, metrics *m) {
+enum { T_GEN, T_REWARD, T_OLD, T_REF, T_ADV, T_UPDATE, T_SAVE, T_WEIGHTS, T_STEP, T_N };
+
+static void train_step(grpo *g, const int64_t *rows, rlc_metrics *m) {
     const rlc_train_config *c = g->cfg;
-    double t_step0 = rlc_now(), t;
+    const __typeof__(c->actor_rollout_ref) *ar = &c->actor_rollout_ref;
+    double tm[T_N] = {0}, t_step0 = rlc_now(), t;
+    int have[T_N] = {0};
     step_batch sb;
-    double t_gen;
-    generate(g, g->rollout, rows, (int)c->data.train_batch_size, &g->train,
-             (uint64_t)(g->global_step + 1) << 32, &sb, &t_gen);
-    mset(m, "timing_s/gen", t_gen);
+    generate(g, g->rollout, rows, (int)c->data.train_batch_size, &g->train, (uint64_t)(g->global_step + 1) << 32, &sb,
+             &tm[T_GEN]);
+    have[T_GEN] = 1;
     int B = sb.B;
     size_t BT = (size_t)B * (size_t)sb.Tr;
 
     t = rlc_now();
-    score(g, &g->train, &sb, NULL);
-    mset(m, "timing_s/reward", rlc_now() - t);
+    score(g, &g->train, &sb);
+    tm[T_REWARD] = rlc_now() - t;
+    have[T_REWARD] = 1;
+    if (g->dump_dir) dump_step(g, &sb);
 
     // old_log_prob: the actor's log-probs and entropy at the rollout temperature.
     t = rlc_now();
     sb.old_lp = rlc_calloc(BT, sizeof(float));
     sb.entropy = rlc_calloc(BT, sizeof(float));
-    int64_t infer_tokens = c->actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu;
-    infer_logprobs(&g->eng, &g->model, &sb, infer_tokens, sb.old_lp, sb.entropy);
-    mset(m, "timing_s/old_log_prob", rlc_now() - t);
-    {   // actor/entropy: agg_loss over the whole step batch with no global info
-        int64_t nseq = 0;
-        double ntok = 0;
-        for (int i = 0; i < B; i++) { nseq += sb.rlen[i] > 0; ntok += (double)sb.rlen[i]; }
-        rl_batch_info gbi = {1, ntok, (double)nseq, c->actor_rollout_ref.actor.loss_scale_factor};
+    infer_logprobs(&g->eng, &g->model, &sb, ar->rollout.log_prob_use_dynamic_bsz, ar->rollout.log_prob_micro_batch_size_per_gpu,
+                   ar->rollout.log_prob_max_token_len_per_gpu, "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu",
+                   sb.old_lp, sb.entropy);
+    tm[T_OLD] = rlc_now() - t;
+    have[T_OLD] = 1;
+    {   // actor/entropy: agg_loss over the whole step batch with no global info (D = 1, N = sum of the mask)
+        rl_batch_info gbi = {1, 0, 0, ar->actor.loss_scale_factor};
         if (!isfinite(gbi.loss_scale_factor)) gbi.loss_scale_factor = 0;
-        mset(m, "actor/entropy", rl_agg_loss(sb.entropy, sb.mask, B, sb.Tr, g->loss_cfg.agg, &gbi));
+        rlc_metrics_set(m, "actor/entropy", rl_agg_loss(sb.entropy, sb.mask, B, sb.Tr, g->loss_cfg.agg, &gbi));
         // rollout vs actor: the same weights and kernels, so these measure only the kernel paths' rounding.
-        float *a = rlc_malloc(sizeof(float) * BT), *r = rlc_malloc(sizeof(float) * BT);
-        int64_t nn = 0;
-        for (size_t j = 0; j < BT; j++)
-            if (sb.mask[j] > 0) { a[nn] = sb.old_lp[j]; r[nn] = sb.rollout_lp[j]; nn++; }
-        rollout_probs_diff d;
-        rollout_probs_diff_compute(&d, a, r, nn);
-        mset(m, "training/rollout_probs_diff_valid", nn > 0);
-        mset(m, "training/rollout_probs_diff_max", d.diff_max);
-        mset(m, "training/rollout_probs_diff_mean", d.diff_mean);
-        mset(m, "training/rollout_probs_diff_std", d.diff_std);
-        mset(m, "training/rollout_actor_probs_pearson_corr", d.pearson);
-        free(a);
-        free(r);
+        if (ar->rollout.calculate_log_probs) rlc_rollout_probs_metrics(m, sb.old_lp, sb.rollout_lp, sb.mask, (int64_t)BT);
     }
 
-    int64_t tot_tokens = sb.T;   // prompt + response tokens of the step
     if (g->have_ref) {
         t = rlc_now();
         sb.ref_lp = rlc_calloc(BT, sizeof(float));
-        infer_logprobs(&g->eng, &g->ref_model, &sb, c->actor_rollout_ref.ref.log_prob_max_token_len_per_gpu, sb.ref_lp, NULL);
-        double dt = rlc_now() - t;
-        mset(m, "timing_s/ref", dt);
-        mset(m, "timing_per_token_ms/ref", dt * 1000.0 / (double)tot_tokens);
+        infer_logprobs(&g->eng, &g->ref_model, &sb, ar->ref.log_prob_use_dynamic_bsz, ar->ref.log_prob_micro_batch_size_per_gpu,
+                       ar->ref.log_prob_max_token_len_per_gpu, "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu", sb.ref_lp,
+                       NULL);
+        tm[T_REF] = rlc_now() - t;
+        have[T_REF] = 1;
     }
 
-    // adv: in-reward KL (optional), then the advantage estimator over groups of n.
+    // adv: token-level scores, in-reward KL (optional), then the advantage estimator over groups of n.
     t = rlc_now();
+    sb.scores = rlc_malloc(sizeof(float) * BT);
     sb.rewards = rlc_malloc(sizeof(float) * BT);
-    if (c->algorithm.use_kl_in_reward) {
-        double beta;
-        double kl = rl_apply_kl_penalty(sb.rewards, sb.scores, sb.old_lp, sb.ref_lp, sb.mask, B, sb.Tr, g->kl_in_reward,
-                                        &g->kl_ctrl, &beta);
-        mset(m, "actor/reward_kl_penalty", kl);
-        mset(m, "actor/reward_kl_penalty_coeff", beta);
-    } else {
-        memcpy(sb.rewards, sb.scores, sizeof(float) * BT);
-    }
     sb.adv = rlc_malloc(sizeof(float) * BT);
     sb.returns = rlc_malloc(sizeof(float) * BT);
     int64_t *group = rlc_malloc(sizeof(int64_t) * (size_t)B);
     for (int i = 0; i < B; i++) group[i] = i / sb.n;
-    rl_compute_advantage(sb.adv, sb.returns, sb.rewards, sb.mask, group, B, sb.Tr, &g->adv_cfg);
+    rl_step_metrics sm;
+    rl_step_advantages(sb.scores, sb.rewards, sb.adv, sb.returns, &sm, sb.score, sb.rlen, group, sb.mask, sb.old_lp, sb.ref_lp,
+                       B, sb.Tr, &g->step_cfg, &g->kl_ctrl);
     free(group);
-    double dt = rlc_now() - t;
-    mset(m, "timing_s/adv", dt);
-    mset(m, "timing_per_token_ms/adv", dt * 1000.0 / (double)tot_tokens);
+    if (g->step_cfg.use_kl_in_reward) {
+        rlc_metrics_set(m, "actor/reward_kl_penalty", sm.reward_kl_penalty);
+        rlc_metrics_set(m, "actor/reward_kl_penalty_coeff", sm.reward_kl_penalty_coeff);
+    }
+    tm[T_ADV] = rlc_now() - t;
+    have[T_ADV] = 1;
 
-    t = rlc_now();
-    if (g->global_step + 1 > c->trainer.critic_warmup || c->trainer.critic_warmup <= 0) update_actor(g, &sb, m);
-    dt = rlc_now() - t;
-    mset(m, "timing_s/update_actor", dt);
-    mset(m, "timing_per_token_ms/update_actor", dt * 1000.0 / (double)tot_tokens);
+    // verl: the actor is updated once critic_warmup <= global_step (no critic in GRPO: from the first step)
+    if (c->trainer.critic_warmup <= g->global_step) {
+        t = rlc_now();
+        update_actor(g, &sb, m);
+        tm[T_UPDATE] = rlc_now() - t;
+        have[T_UPDATE] = 1;
+    }
 
     g->global_step++;
     // data-loader position of the next step (an epoch boundary rolls over here, so a checkpoint taken at
@@ -884,23 +872,31 @@ static void train_step(grpo *g, const int64_t *rows, metrics *m) {
     if (c->trainer.save_freq > 0 && (g->global_step % c->trainer.save_freq == 0 || last)) {
         t = rlc_now();
         save_checkpoint(g);
-        mset(m, "timing_s/save_checkpoint", rlc_now() - t);
+        tm[T_SAVE] = rlc_now() - t;
+        have[T_SAVE] = 1;
     }
     // update_weights: the rollout engine reads the trainer's weights in place (nothing to copy) unless it
     // decodes from a bf16 copy.
     t = rlc_now();
     rollout_engine_sync_weights(g->rollout);
-    mset(m, "timing_s/update_weights", rlc_now() - t);
-    double t_step = rlc_now() - t_step0;
-    mset(m, "timing_s/step", t_step);
-    double gen_tokens = 0;
-    for (int i = 0; i < B; i++) gen_tokens += (double)sb.rlen[i];
-    mset(m, "timing_per_token_ms/gen", gen_tokens > 0 ? t_gen * 1000.0 / gen_tokens : 0);
-    mset(m, "perf/total_num_tokens", (double)tot_tokens);
-    mset(m, "perf/time_per_step", t_step);
-    mset(m, "perf/throughput", (double)tot_tokens / t_step);   // one process = one "GPU"
-    mset(m, "perf/cpu_memory_used_gb", (double)rlc_current_rss() / (1 << 30));
-    data_metrics(g, &sb, m);
+    tm[T_WEIGHTS] = rlc_now() - t;
+    have[T_WEIGHTS] = 1;
+    tm[T_STEP] = rlc_now() - t_step0;
+    have[T_STEP] = 1;
+
+    static const char *tnames[T_N] = {"gen", "reward", "old_log_prob", "ref", "adv", "update_actor", "save_checkpoint",
+                                      "update_weights", "step"};
+    const char *names[T_N];
+    double secs[T_N];
+    int nt = 0;
+    for (int k = 0; k < T_N; k++)
+        if (have[k]) { names[nt] = tnames[k]; secs[nt++] = tm[k]; }
+    int64_t resp_tokens = 0;
+    for (int i = 0; i < B; i++) resp_tokens += sb.rlen[i];
+    // one process = one "GPU" for perf/throughput
+    rlc_timing_metrics(m, nt, names, secs, resp_tokens, sb.T, 1);
+    rlc_metrics_set(m, "actor/perf/cpu_memory_used_gb", (double)rlc_current_rss() / (double)(1 << 30));
+    data_metrics(&sb, m);
     step_batch_free(&sb);
 }
 
@@ -925,57 +921,67 @@ static void grpo_setup(grpo *g, const rlc_train_config *c, int val_only) {
     }
     if (val_only && !g->have_val) rlc_die("config: data.val_files is empty: validation needs a JSONL file");
     rlc_config_loss_cfg(c, &g->loss_cfg);
-    rlc_config_adv_cfg(c, &g->adv_cfg);
-    g->kl_in_reward = rlc_config_kl_penalty(c);
+    rlc_config_adv_cfg(c, &g->step_cfg.adv);
+    g->step_cfg.use_kl_in_reward = c->algorithm.use_kl_in_reward;
+    g->step_cfg.kl_penalty = rlc_config_kl_penalty(c);
     rlc_config_kl_ctrl(c, &g->kl_ctrl);
     g->temperature = (float)c->actor_rollout_ref.rollout.temperature;
     if (!(g->temperature > 0)) g->temperature = 1.0f;
     g->want_entropy_update = c->actor_rollout_ref.actor.entropy_coeff != 0 || c->actor_rollout_ref.actor.calculate_entropy;
-    rlc_reward_init(&g->reward, c->custom_reward_function.command, c->custom_reward_function.timeout_s);
+    char *rcmd = rlc_config_reward_command(c);
+    rlc_reward_init(&g->reward, rcmd, c->custom_reward_function.timeout_s);
+    free(rcmd);
 
     const char *dir = c->trainer.default_local_dir;
     g->run_dir = rlc_strdup(dir);
     rlc_mkdirs(g->run_dir);
     g->metrics_path = rlc_path_join(g->run_dir, val_only ? "eval_metrics.jsonl" : "metrics.jsonl");
     g->data_seed = c->data.seed == RLC_CFG_NULL ? 1 : (uint64_t)c->data.seed;
+    const char *dd = getenv("RLC_GRPO_DUMP");
+    g->dump_dir = dd && *dd ? dd : NULL;
+    const char *cs = getenv("RLC_TEST_CRASH_IN_CHECKPOINT");
+    g->crash_step = cs && *cs ? atoll(cs) : -1;
 
+    const __typeof__(c->actor_rollout_ref.actor) *ac = &c->actor_rollout_ref.actor;
     engine_config ec;
     engine_config_default(&ec);
-    ec.adam.beta1 = c->actor_rollout_ref.actor.optim.betas[0];
-    ec.adam.beta2 = c->actor_rollout_ref.actor.optim.betas[1];
-    ec.adam.eps = c->actor_rollout_ref.actor.optim.eps;
-    ec.adam.weight_decay = c->actor_rollout_ref.actor.optim.weight_decay;
-    ec.lr = c->actor_rollout_ref.actor.optim.lr;
-    int st = lr_sched_type_parse(c->actor_rollout_ref.actor.optim.lr_scheduler_type);
-    if (st < 0) rlc_die("config: actor_rollout_ref.actor.optim.lr_scheduler_type '%s' is not constant or cosine",
-                        c->actor_rollout_ref.actor.optim.lr_scheduler_type);
+    ec.adam.beta1 = ac->optim.betas[0];
+    ec.adam.beta2 = ac->optim.betas[1];
+    ec.adam.eps = ac->optim.eps;
+    ec.adam.weight_decay = ac->optim.weight_decay;
+    ec.lr = ac->optim.lr;
+    const char *sname = rlc_config_lr_scheduler(c, &ec.min_lr);
+    int st = lr_sched_type_parse(sname);
+    if (st < 0) rlc_die("config: actor_rollout_ref.actor.optim.lr_scheduler_type '%s' is not constant or cosine", sname);
     ec.lr_sched = (lr_sched_type)st;
-    ec.clip_grad = c->actor_rollout_ref.actor.optim.clip_grad;
-    ec.min_lr = c->actor_rollout_ref.actor.optim.min_lr_ratio;
-    if (qwen3_ckpt_parse(c->actor_rollout_ref.actor.activation_checkpoint, &ec.ckpt) != 0)
+    ec.clip_grad = ac->optim.clip_grad;
+    if (qwen3_ckpt_parse(ac->activation_checkpoint, &ec.ckpt) != 0)
         rlc_die("config: actor_rollout_ref.actor.activation_checkpoint '%s' is not none, selective or full",
-                c->actor_rollout_ref.actor.activation_checkpoint);
+                ac->activation_checkpoint);
     ec.temperature = g->temperature;
     if (g->have_train) {
         if (c->data.train_batch_size > g->train.n)
             rlc_die("config: data.train_batch_size=%lld exceeds the %lld training prompts", (long long)c->data.train_batch_size,
                     (long long)g->train.n);
         g->steps_per_epoch = g->train.n / c->data.train_batch_size;   // drop_last, as verl's dataloader
+        // verl: total_training_steps = len(dataloader) * total_epochs unless trainer.total_training_steps is set
         g->total_steps = c->trainer.total_training_steps != RLC_CFG_NULL && c->trainer.total_training_steps > 0
                              ? c->trainer.total_training_steps
                              : g->steps_per_epoch * c->trainer.total_epochs;
-        if (c->data.train_batch_size % c->actor_rollout_ref.actor.ppo_mini_batch_size != 0)
+        if (c->data.train_batch_size % ac->ppo_mini_batch_size != 0)
             rlc_die("config: data.train_batch_size=%lld must be a multiple of actor_rollout_ref.actor.ppo_mini_batch_size=%lld",
-                    (long long)c->data.train_batch_size, (long long)c->actor_rollout_ref.actor.ppo_mini_batch_size);
-        if (!c->actor_rollout_ref.actor.use_dynamic_bsz && c->actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu == RLC_CFG_NULL)
+                    (long long)c->data.train_batch_size, (long long)ac->ppo_mini_batch_size);
+        if (!ac->use_dynamic_bsz && ac->ppo_micro_batch_size_per_gpu == RLC_CFG_NULL)
             rlc_die("config: set actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu, or use_dynamic_bsz=true");
     }
-    ec.total_steps = g->total_steps > 0 ? g->total_steps : 1;
-    ec.warmup_steps = lr_resolve_warmup(c->actor_rollout_ref.actor.optim.lr_warmup_steps,
-                                        c->actor_rollout_ref.actor.optim.lr_warmup_steps_ratio, ec.total_steps);
+    int64_t horizon = g->total_steps > 0 ? g->total_steps : 1;   // actor.optim.total_training_steps
+    // TorchTitan's schedule runs over its own TrainingConfig.steps (10000): verl does not pass its total
+    // into it, only the warmup derived from it (spec §7).
+    ec.total_steps = !strcmp(c->model_engine, "torchtitan") ? 10000 : horizon;
+    ec.warmup_steps = lr_resolve_warmup(ac->optim.lr_warmup_steps, ac->optim.lr_warmup_steps_ratio, horizon);
     engine_init(&g->eng, &g->model, &ec);
 
-    g->have_ref = !val_only && (c->actor_rollout_ref.actor.use_kl_loss || c->algorithm.use_kl_in_reward);
+    g->have_ref = !val_only && (ac->use_kl_loss || c->algorithm.use_kl_in_reward);
     if (g->have_ref) {   // frozen copy of the initial weights
         param_set_init(&g->ref_params, &g->pl);
         memcpy(g->ref_params.data, g->params.data, sizeof(float) * (size_t)g->pl.numel);
@@ -998,6 +1004,12 @@ static void grpo_teardown(grpo *g) {
     free(g->metrics_path);
 }
 
+static void run_validation(grpo *g, rlc_metrics *m) {
+    double t = rlc_now();
+    validate(g, m);
+    rlc_metrics_set(m, "timing_s/testing", rlc_now() - t);
+}
+
 int grpo_run(const rlc_train_config *c, int val_only) {
     grpo g;
     grpo_setup(&g, c, val_only);
@@ -1006,22 +1018,22 @@ int grpo_run(const rlc_train_config *c, int val_only) {
     free(cfg_path);
     fprintf(stdout, "rlc: model %s: %lld parameters, %d layers; BLAS %s, %d threads\n", c->actor_rollout_ref.model.path,
             (long long)g.pl.numel, g.mcfg.num_hidden_layers, g.be.blas_core, g.be.n_threads);
+    rlc_metrics m;
+    rlc_metrics_init(&m);
 
     if (val_only) {
-        metrics m = {0};
-        double t = rlc_now();
-        validate(&g, &m);
-        mset(&m, "timing_s/testing", rlc_now() - t);
-        append_metrics(&g, &m);
-        char *line = metrics_json(&m);
+        run_validation(&g, &m);
+        rlc_metrics_append_jsonl(&m, g.metrics_path);
+        char *line = rlc_metrics_to_json(&m);
         fprintf(stdout, "%s\n", line);
         free(line);
-        free(m.kv);
+        rlc_metrics_free(&m);
         grpo_teardown(&g);
         return 0;
     }
 
-    // resume
+    // resume (verl trainer.resume_mode): auto = the latest complete checkpoint in default_local_dir if any,
+    // resume_path = trainer.resume_from_path (a global_step_N directory), disable = from scratch.
     const char *rm = c->trainer.resume_mode;
     int64_t resumed = -1;
     if (!strcmp(rm, "auto")) {
@@ -1036,6 +1048,8 @@ int grpo_run(const rlc_train_config *c, int val_only) {
         if (!c->trainer.resume_from_path) rlc_die("config: trainer.resume_mode=resume_path needs trainer.resume_from_path");
         load_checkpoint(&g, c->trainer.resume_from_path);
         resumed = g.global_step;
+    } else if (strcmp(rm, "disable") != 0) {
+        rlc_die("config: trainer.resume_mode '%s' is not auto, disable or resume_path", rm);
     }
     if (resumed >= 0) {
         truncate_metrics(&g, resumed);
@@ -1049,38 +1063,38 @@ int grpo_run(const rlc_train_config *c, int val_only) {
     rollout_cfg_from(&g, &rc, 0);
     g.rollout = rollout_engine_new(&g.model, &rc);
 
+    // val_before_train: at step 0 only (a resumed run does not validate again; see docs/grpo.md)
     if (c->trainer.val_before_train && g.have_val && g.global_step == 0) {
-        metrics m = {0};
-        double t = rlc_now();
-        validate(&g, &m);
-        mset(&m, "timing_s/testing", rlc_now() - t);
-        mset(&m, "training/global_step", 0);
-        append_metrics(&g, &m);
+        run_validation(&g, &m);
+        rlc_metrics_set(&m, "training/global_step", 0);
+        rlc_metrics_append_jsonl(&m, g.metrics_path);
         console_line(&g, &m);
-        free(m.kv);
+        rlc_metrics_clear(&m);
     }
 
     int64_t *perm = rlc_malloc(sizeof(int64_t) * (size_t)g.train.n);
     int64_t perm_epoch = -1;
     int64_t B = c->data.train_batch_size;
     while (g.global_step < g.total_steps) {
+        if (g.epoch >= c->trainer.total_epochs) {   // verl's fit loop ends with the epochs
+            fprintf(stdout, "rlc: trainer.total_epochs=%lld done after %lld steps (total_training_steps %lld)\n",
+                    (long long)c->trainer.total_epochs, (long long)g.global_step, (long long)g.total_steps);
+            break;
+        }
         if (perm_epoch != g.epoch) { epoch_order(&g, g.epoch, perm); perm_epoch = g.epoch; }
-        metrics m = {0};
         int64_t epoch = g.epoch;
+        rlc_metrics_set(&m, "training/global_step", (double)(g.global_step + 1));
+        rlc_metrics_set(&m, "training/epoch", (double)epoch);
         train_step(&g, perm + g.batch_in_epoch * B, &m);
         int last = g.global_step >= g.total_steps;
-        if (c->trainer.test_freq > 0 && g.have_val && (g.global_step % c->trainer.test_freq == 0 || last)) {
-            double t = rlc_now();
-            validate(&g, &m);
-            mset(&m, "timing_s/testing", rlc_now() - t);
-        }
-        mset(&m, "training/global_step", (double)g.global_step);
-        mset(&m, "training/epoch", (double)epoch);
-        append_metrics(&g, &m);
+        if (c->trainer.test_freq > 0 && g.have_val && (g.global_step % c->trainer.test_freq == 0 || last))
+            run_validation(&g, &m);
+        rlc_metrics_append_jsonl(&m, g.metrics_path);
         console_line(&g, &m);
-        free(m.kv);
+        rlc_metrics_clear(&m);
     }
     free(perm);
+    rlc_metrics_free(&m);
     // The curves a person looks at.
     const char *keys[] = {"critic/score/mean", "val-core/openai/gsm8k/acc/mean@1", "response_length/mean", "actor/kl_loss",
                           "actor/entropy", "actor/grad_norm"};

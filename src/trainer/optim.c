@@ -52,13 +52,14 @@ void adamw_update_ref(float *p, const float *g, float *m, float *v, int64_t n, c
     }
 }
 
-void adamw_update(float *p, const float *g, float *m, float *v, int64_t n, const adamw_hparams *h, double lr, int64_t t) {
+void adamw_update_scaled(float *p, const float *g, float *m, float *v, int64_t n, const adamw_hparams *h, double lr,
+                         int64_t t, float gscale) {
     const adamw_scalars s = adamw_scalars_for(h, lr, t);
     // Same expression order as the reference (no FP contraction in ISO C mode), so results are
-    // bitwise equal to adamw_update_ref; the loop vectorises and splits statically over threads.
+    // bitwise equal to adamw_update_ref (on g * gscale); the loop vectorises and splits statically.
 #pragma omp parallel for schedule(static) if (n > 65536)
     for (int64_t i = 0; i < n; i++) {
-        float gi = g[i];
+        float gi = g[i] * gscale;   // x * 1.0f == x exactly
         float pi = p[i] * s.decay;
         float mi = m[i] * s.b1 + s.omb1 * gi;
         float vi = v[i] * s.b2 + s.omb2 * gi * gi;
@@ -67,6 +68,10 @@ void adamw_update(float *p, const float *g, float *m, float *v, int64_t n, const
         m[i] = mi;
         v[i] = vi;
     }
+}
+
+void adamw_update(float *p, const float *g, float *m, float *v, int64_t n, const adamw_hparams *h, double lr, int64_t t) {
+    adamw_update_scaled(p, g, m, v, n, h, lr, t, 1.0f);
 }
 
 void adamw_init(adamw_state *st, const param_layout *pl, const adamw_hparams *h) {
@@ -93,6 +98,14 @@ void adamw_step_range(adamw_state *st, param_set *params, const param_set *grads
           (long long)begin, (long long)end, (long long)st->pl->numel);
     adamw_update(params->data + begin, grads->data + begin, st->m.data + begin, st->v.data + begin, end - begin,
                  &st->h, lr, t);
+}
+
+void adamw_step_clipped(adamw_state *st, param_set *params, const param_set *grads, double lr, const clip_result *c) {
+    CHECK(c->finite, "adamw_step_clipped with a non-finite gradient norm");
+    CHECK(params->layout->numel == st->pl->numel && grads->layout->numel == st->pl->numel, "AdamW: size mismatch");
+    st->step++;
+    adamw_update_scaled(params->data, grads->data, st->m.data, st->v.data, st->pl->numel, &st->h, lr, st->step,
+                        (float)c->coef);
 }
 
 void adamw_step(adamw_state *st, param_set *params, const param_set *grads, double lr) {

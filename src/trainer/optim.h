@@ -30,6 +30,16 @@ adamw_hparams adamw_hparams_default(void);   // 0.9, 0.999, 1e-8, 0.01
 // One AdamW update of n elements at step t (>= 1) with learning rate lr. p, m, v (n) updated in place.
 void adamw_update(float *p, const float *g, float *m, float *v, int64_t n, const adamw_hparams *h, double lr, int64_t t);
 void adamw_update_ref(float *p, const float *g, float *m, float *v, int64_t n, const adamw_hparams *h, double lr, int64_t t);
+// The same step on gradients g * gscale (fp32 product, exactly what clipping in place and then stepping
+// computes), without writing the scaled gradients back: clip + AdamW in one pass over the buffers.
+void adamw_update_scaled(float *p, const float *g, float *m, float *v, int64_t n, const adamw_hparams *h, double lr,
+                         int64_t t, float gscale);
+
+typedef struct {
+    double norm;     // pre-clip global norm (as torch returns and verl logs as grad_norm)
+    double coef;     // scale applied to the gradients (1 when not clipped, 0 when zeroed)
+    int finite;      // 0: non-finite norm, gradients zeroed, the caller must skip the step
+} clip_result;
 
 // Optimizer state: fp32 moments in the parameter layout plus the step count. Saved/restored for resume.
 typedef struct {
@@ -47,16 +57,13 @@ void adamw_step(adamw_state *st, param_set *params, const param_set *grads, doub
 // advances st->step once per global step).
 void adamw_step_range(adamw_state *st, param_set *params, const param_set *grads, double lr, int64_t t,
                       int64_t begin, int64_t end);
+// Clip + step fused: the step on grads * clip coefficient (c->finite must be 1); grads stay unscaled.
+void adamw_step_clipped(adamw_state *st, param_set *params, const param_set *grads, double lr, const clip_result *c);
 
 // ---- clipping ----
 // Sum of squares of g (n) in double, deterministic for any thread count.
 double grad_sumsq(const float *g, int64_t n);
 double grad_sumsq_ref(const float *g, int64_t n);
-typedef struct {
-    double norm;     // pre-clip global norm (as torch returns and verl logs as grad_norm)
-    double coef;     // scale applied to the gradients (1 when not clipped, 0 when zeroed)
-    int finite;      // 0: non-finite norm, gradients zeroed, the caller must skip the step
-} clip_result;
 // From the (all-reduced) total sum of squares: the norm, coefficient and finiteness. max_norm <= 0
 // disables clipping (coef 1) but still reports the norm and non-finiteness.
 clip_result grad_clip_finish(double sumsq, double max_norm);
