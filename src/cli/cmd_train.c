@@ -20,8 +20,7 @@ static int run(int argc, char **argv, int val_only) {
     for (int i = first; i < argc; i++)
         if (!strchr(argv[i], '=') || argv[i][0] == '-')
             rlc_die("%s: expected dotted.key=value overrides after the config file, got '%s'", name, argv[i]);
-    rlc_train_config c;
-    rlc_config_init(&c);
+    rlc_train_config c;   // rlc_config_from_args initialises it
     rlc_config_from_args(&c, yaml, argc - first, argv + first);
     if (val_only) c.trainer.val_only = 1;
     int rc = grpo_run(&c, val_only || c.trainer.val_only);

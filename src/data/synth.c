@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/common.h"
+#include "core/strbuf.h"
 #include "core/rng.h"
 
 static const char *NAMES[] = {"Ava", "Ben", "Chloe", "Dan", "Emma", "Finn", "Grace", "Hugo", "Ivy", "Jack",
@@ -15,22 +16,6 @@ static const char *ITEMS[] = {"apples", "marbles", "stickers", "books", "coins",
                               "shells", "cards", "beads", "eggs", "toy cars", "candles", "flowers", "buttons"};
 #define NITEMS (sizeof ITEMS / sizeof ITEMS[0])
 #define NNAMES (sizeof NAMES / sizeof NAMES[0])
-
-typedef struct { char *s; size_t n, cap; } sbuf;
-static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sbuf *b, const char *fmt, ...) {
-    va_list ap;
-    for (;;) {
-        size_t avail = b->cap - b->n;
-        va_start(ap, fmt);
-        int k = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? avail : 0, fmt, ap);
-        va_end(ap);
-        if (k < 0) rlc_die("synth: formatting failed");
-        if (b->s && (size_t)k < avail) { b->n += (size_t)k; return; }
-        b->cap = (b->cap + (size_t)k + 1) * 2;
-        b->s = rlc_realloc(b->s, b->cap);
-    }
-}
 
 void synth_params_default(synth_params *p) {
     p->min_steps = 2;
@@ -50,9 +35,9 @@ void synth_generate(synth_problem *out, const synth_params *p, uint64_t seed, ui
     const char *item = ITEMS[rng_below(&r, NITEMS)];
     int steps = (int)pick(&r, p->min_steps, p->max_steps);
     long long x = pick(&r, 2, p->max_operand);
-    sbuf q = {0}, a = {0};
-    sb_printf(&q, "%s has %lld %s.", name, x, item);
-    sb_printf(&a, "%s starts with %lld %s.\n", name, x, item);
+    rlc_strbuf q = {0}, a = {0};
+    rlc_sb_printf(&q, "%s has %lld %s.", name, x, item);
+    rlc_sb_printf(&a, "%s starts with %lld %s.\n", name, x, item);
     for (int s = 0; s < steps; s++) {
         int kind = (int)rng_below(&r, p->allow_mul_div ? 4 : 2);
         if (kind == 3 && (x < 2 || x > 200)) kind = 0;   // keep divisions meaningful and numbers small
@@ -63,22 +48,22 @@ void synth_generate(synth_problem *out, const synth_params *p, uint64_t seed, ui
         case 0:  // add
             y = pick(&r, 1, p->max_operand);
             nx = x + y;
-            if (rng_below(&r, 2)) sb_printf(&q, " Then %s buys %lld more.", name, y);
-            else sb_printf(&q, " A friend gives %s %lld more.", name, y);
-            sb_printf(&a, "Adding %lld gives %lld + %lld = <<%lld+%lld=%lld>>%lld.\n", y, x, y, x, y, nx, nx);
+            if (rng_below(&r, 2)) rlc_sb_printf(&q, " Then %s buys %lld more.", name, y);
+            else rlc_sb_printf(&q, " A friend gives %s %lld more.", name, y);
+            rlc_sb_printf(&a, "Adding %lld gives %lld + %lld = <<%lld+%lld=%lld>>%lld.\n", y, x, y, x, y, nx, nx);
             break;
         case 1:  // subtract
             y = pick(&r, 1, x - 1 < p->max_operand ? x - 1 : p->max_operand);
             nx = x - y;
-            if (rng_below(&r, 2)) sb_printf(&q, " Then %s gives away %lld.", name, y);
-            else sb_printf(&q, " Then %s loses %lld.", name, y);
-            sb_printf(&a, "Taking away %lld leaves %lld - %lld = <<%lld-%lld=%lld>>%lld.\n", y, x, y, x, y, nx, nx);
+            if (rng_below(&r, 2)) rlc_sb_printf(&q, " Then %s gives away %lld.", name, y);
+            else rlc_sb_printf(&q, " Then %s loses %lld.", name, y);
+            rlc_sb_printf(&a, "Taking away %lld leaves %lld - %lld = <<%lld-%lld=%lld>>%lld.\n", y, x, y, x, y, nx, nx);
             break;
         case 2:  // multiply
             y = pick(&r, 2, 4);
             nx = x * y;
-            sb_printf(&q, " Then the number of %s becomes %lld times as many.", item, y);
-            sb_printf(&a, "%lld times as many is %lld * %lld = <<%lld*%lld=%lld>>%lld.\n", y, x, y, x, y, nx, nx);
+            rlc_sb_printf(&q, " Then the number of %s becomes %lld times as many.", item, y);
+            rlc_sb_printf(&a, "%lld times as many is %lld * %lld = <<%lld*%lld=%lld>>%lld.\n", y, x, y, x, y, nx, nx);
             break;
         default: {  // divide evenly: choose a divisor of x in 2..6
             long long divs[8];
@@ -88,21 +73,21 @@ void synth_generate(synth_problem *out, const synth_params *p, uint64_t seed, ui
             if (nd == 0) {  // no small divisor: fall back to an addition
                 y = pick(&r, 1, p->max_operand);
                 nx = x + y;
-                sb_printf(&q, " Then %s buys %lld more.", name, y);
-                sb_printf(&a, "Adding %lld gives %lld + %lld = <<%lld+%lld=%lld>>%lld.\n", y, x, y, x, y, nx, nx);
+                rlc_sb_printf(&q, " Then %s buys %lld more.", name, y);
+                rlc_sb_printf(&a, "Adding %lld gives %lld + %lld = <<%lld+%lld=%lld>>%lld.\n", y, x, y, x, y, nx, nx);
                 break;
             }
             y = divs[rng_below(&r, (uint64_t)nd)];
             nx = x / y;
-            sb_printf(&q, " Then %s shares them equally among %lld friends and keeps one share.", name, y);
-            sb_printf(&a, "One share of %lld is %lld / %lld = <<%lld/%lld=%lld>>%lld.\n", y, x, y, x, y, nx, nx);
+            rlc_sb_printf(&q, " Then %s shares them equally among %lld friends and keeps one share.", name, y);
+            rlc_sb_printf(&a, "One share of %lld is %lld / %lld = <<%lld/%lld=%lld>>%lld.\n", y, x, y, x, y, nx, nx);
             break;
         }
         }
         x = nx;
     }
-    sb_printf(&q, " How many %s does %s have now?", item, name);
-    sb_printf(&a, "#### %lld", x);
+    rlc_sb_printf(&q, " How many %s does %s have now?", item, name);
+    rlc_sb_printf(&a, "#### %lld", x);
     out->question = q.s;
     out->answer = a.s;
     out->result = x;

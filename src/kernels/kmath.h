@@ -35,9 +35,9 @@ static inline float k_expf(float x) {
     float y = K_FMA(p * r, r, r) + 1.0f;
     // 2^n for n in [-126, 128]: split n = n1 + n2 so both halves stay normal.
     int32_t n1 = ni >> 1, n2 = ni - n1;
-    sc.i = (n1 + 127) << 23;
+    sc.i = (int32_t)((uint32_t)(n1 + 127) << 23);  // unsigned shift: defined for NaN garbage too
     y = y * sc.f;
-    sc.i = (n2 + 127) << 23;
+    sc.i = (int32_t)((uint32_t)(n2 + 127) << 23);
     y = y * sc.f;
     y = x < -87.33654f ? 0.0f : y;
     y = x > 88.72283f ? INFINITY : y;
@@ -62,7 +62,7 @@ static inline float k_expf_le88(float x) {
     p = K_FMA(p, r, 1.6666665459e-1f);
     p = K_FMA(p, r, 5.0000001201e-1f);
     float y = K_FMA(p * r, r, r) + 1.0f;
-    sc.i = (ni + 127) << 23;
+    sc.i = (int32_t)((uint32_t)(ni + 127) << 23);
     y = y * sc.f;
     return x < -87.33654f ? 0.0f : y;
 }

@@ -65,9 +65,9 @@ static inline float sl_ldexp(float x, int32_t q) {  // vldexp_vf_vf_vi2
     m = m + 0x7f;
     m = m > 0 ? m : 0;
     m = m > 0xff ? 0xff : m;
-    float u = sl_float(m << 23);
+    float u = sl_float((int32_t)((uint32_t)m << 23));
     x = x * u * u * u * u;
-    u = sl_float((q + 0x7f) << 23);
+    u = sl_float((int32_t)((uint32_t)(q + 0x7f) << 23));
     return x * u;
 }
 static sl_f2 sl_logkf(float d) {

@@ -10,31 +10,16 @@
 #include <string.h>
 
 #include "core/common.h"
+#include "core/strbuf.h"
 
-typedef struct { char *s; size_t n, cap; } sbuf;
-static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sbuf *b, const char *fmt, ...) {
-    va_list ap;
-    for (;;) {
-        size_t avail = b->cap - b->n;
-        va_start(ap, fmt);
-        int k = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? avail : 0, fmt, ap);
-        va_end(ap);
-        if (k < 0) rlc_die("plot: formatting failed");
-        if (b->s && (size_t)k < avail) { b->n += (size_t)k; return; }
-        b->cap = (b->cap + (size_t)k + 1) * 2;
-        b->s = rlc_realloc(b->s, b->cap);
-    }
-}
-
-static void sb_escaped(sbuf *b, const char *s) {
+static void sb_escaped(rlc_strbuf *b, const char *s) {
     for (; *s; s++) {
         switch (*s) {
-        case '<': sb_printf(b, "&lt;"); break;
-        case '>': sb_printf(b, "&gt;"); break;
-        case '&': sb_printf(b, "&amp;"); break;
-        case '"': sb_printf(b, "&quot;"); break;
-        default: sb_printf(b, "%c", *s);
+        case '<': rlc_sb_printf(b, "&lt;"); break;
+        case '>': rlc_sb_printf(b, "&gt;"); break;
+        case '&': rlc_sb_printf(b, "&amp;"); break;
+        case '"': rlc_sb_printf(b, "&quot;"); break;
+        default: rlc_sb_printf(b, "%c", *s);
         }
     }
 }
@@ -53,15 +38,15 @@ char *plot_svg(const char *title, const plot_series *series, int n_series) {
     const int rows = (n_series + cols - 1) / cols;
     const double cw = 360, ch = 240, top = 40;       // chart cell size, title band
     const double ml = 58, mr = 14, mt = 30, mb = 36;  // margins inside a cell
-    sbuf b = {0};
+    rlc_strbuf b = {0};
     double W = cols * cw, Hh = top + (rows > 0 ? rows : 1) * ch;
-    sb_printf(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    sb_printf(&b, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
+    rlc_sb_printf(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    rlc_sb_printf(&b, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
                   "font-family=\"DejaVu Sans, Arial, sans-serif\">\n", W, Hh, W, Hh);
-    sb_printf(&b, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n<text x=\"%.0f\" y=\"26\" font-size=\"18\" "
+    rlc_sb_printf(&b, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n<text x=\"%.0f\" y=\"26\" font-size=\"18\" "
                   "text-anchor=\"middle\">", W / 2);
     sb_escaped(&b, title ? title : "");
-    sb_printf(&b, "</text>\n");
+    rlc_sb_printf(&b, "</text>\n");
     for (int i = 0; i < n_series; i++) {
         const plot_series *s = &series[i];
         double ox = (i % cols) * cw, oy = top + (i / cols) * ch;
@@ -82,48 +67,48 @@ char *plot_svg(const char *title, const plot_series *series, int n_series) {
         double pad = 0.05 * (ymax - ymin);
         ymin -= pad; ymax += pad;
         const char *color = COLORS[i % (int)(sizeof COLORS / sizeof COLORS[0])];
-        sb_printf(&b, "<g class=\"chart\" id=\"chart-%s\">\n", s->id);
-        sb_printf(&b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#fafafa\" stroke=\"#999\"/>\n",
+        rlc_sb_printf(&b, "<g class=\"chart\" id=\"chart-%s\">\n", s->id);
+        rlc_sb_printf(&b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#fafafa\" stroke=\"#999\"/>\n",
                   px0, py0, px1 - px0, py1 - py0);
-        sb_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"13\" text-anchor=\"middle\">", (px0 + px1) / 2, oy + 20);
+        rlc_sb_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"13\" text-anchor=\"middle\">", (px0 + px1) / 2, oy + 20);
         sb_escaped(&b, s->title);
-        sb_printf(&b, "</text>\n");
+        rlc_sb_printf(&b, "</text>\n");
         // y ticks and grid
         double ys = nice_step(ymax - ymin, 4);
         for (double t = ceil(ymin / ys) * ys; t <= ymax + 1e-12; t += ys) {
             double py = py1 - (t - ymin) / (ymax - ymin) * (py1 - py0);
-            sb_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e0e0e0\"/>"
+            rlc_sb_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e0e0e0\"/>"
                           "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" text-anchor=\"end\">%.4g</text>\n",
                       px0, py, px1, py, px0 - 4, py + 3, fabs(t) < ys * 1e-9 ? 0.0 : t);
         }
         double xs = nice_step(xmax - xmin, 5);
         for (double t = ceil(xmin / xs) * xs; t <= xmax + 1e-12; t += xs) {
             double px = px0 + (t - xmin) / (xmax - xmin) * (px1 - px0);
-            sb_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" text-anchor=\"middle\">%.4g</text>\n", px, py1 + 14, t);
+            rlc_sb_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" text-anchor=\"middle\">%.4g</text>\n", px, py1 + 14, t);
         }
-        sb_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" text-anchor=\"middle\">step</text>\n", (px0 + px1) / 2, py1 + 28);
+        rlc_sb_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" text-anchor=\"middle\">step</text>\n", (px0 + px1) / 2, py1 + 28);
         // the series: one polyline per run of consecutive finite points
-        sb_printf(&b, "<g class=\"series\" id=\"%s\" data-points=\"%d\">\n", s->id, npts);
+        rlc_sb_printf(&b, "<g class=\"series\" id=\"%s\" data-points=\"%d\">\n", s->id, npts);
         int open = 0;
         for (int k = 0; k < s->n; k++) {
             int ok = isfinite(s->x[k]) && isfinite(s->y[k]);
-            if (!ok) { if (open) sb_printf(&b, "\"/>\n"); open = 0; continue; }
+            if (!ok) { if (open) rlc_sb_printf(&b, "\"/>\n"); open = 0; continue; }
             double px = px0 + (s->x[k] - xmin) / (xmax - xmin) * (px1 - px0);
             double py = py1 - (s->y[k] - ymin) / (ymax - ymin) * (py1 - py0);
-            if (!open) sb_printf(&b, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"", color);
-            sb_printf(&b, "%s%.1f,%.1f", open ? " " : "", px, py);
+            if (!open) rlc_sb_printf(&b, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"", color);
+            rlc_sb_printf(&b, "%s%.1f,%.1f", open ? " " : "", px, py);
             open = 1;
         }
-        if (open) sb_printf(&b, "\"/>\n");
+        if (open) rlc_sb_printf(&b, "\"/>\n");
         for (int k = 0; k < s->n; k++) {  // markers make single points visible
             if (!isfinite(s->x[k]) || !isfinite(s->y[k])) continue;
             double px = px0 + (s->x[k] - xmin) / (xmax - xmin) * (px1 - px0);
             double py = py1 - (s->y[k] - ymin) / (ymax - ymin) * (py1 - py0);
-            sb_printf(&b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"%s\"/>\n", px, py, color);
+            rlc_sb_printf(&b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"%s\"/>\n", px, py, color);
         }
-        sb_printf(&b, "</g>\n</g>\n");
+        rlc_sb_printf(&b, "</g>\n</g>\n");
     }
-    sb_printf(&b, "</svg>\n");
+    rlc_sb_printf(&b, "</svg>\n");
     return b.s;
 }
 
