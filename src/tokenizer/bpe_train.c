@@ -55,6 +55,16 @@ static char *concat(const char *a, const char *b) {
     return r;
 }
 
+// Write a JSON document as out_dir/name atomically, then free it.
+static void write_json(const char *out_dir, const char *name, cJSON *doc, int pretty) {
+    char *text = pretty ? cJSON_Print(doc) : cJSON_PrintUnformatted(doc);
+    char *p = rlc_path_join(out_dir, name);
+    if (rlc_write_file_atomic(p, text, strlen(text)) != 0) rlc_die("%s: cannot write: %s", p, strerror(errno));
+    free(p);
+    free(text);
+    cJSON_Delete(doc);
+}
+
 int bpe_train_write(const char *const *texts, int64_t n, const bpe_train_opts *o, const char *out_dir) {
     if (o->vocab_size < 256) rlc_die("train-tokenizer: vocab size %d is below the 256 byte tokens", o->vocab_size);
     if (o->min_frequency < 1) rlc_die("train-tokenizer: min frequency must be >= 1");
@@ -222,12 +232,7 @@ int bpe_train_write(const char *const *texts, int64_t n, const bpe_train_opts *o
         cJSON_AddItemToArray(mj, pair);
     }
     rlc_mkdirs(out_dir);
-    char *text = cJSON_PrintUnformatted(root);
-    char *p = rlc_path_join(out_dir, "tokenizer.json");
-    if (rlc_write_file_atomic(p, text, strlen(text)) != 0) rlc_die("%s: cannot write: %s", p, strerror(errno));
-    free(p);
-    free(text);
-    cJSON_Delete(root);
+    write_json(out_dir, "tokenizer.json", root, 0);
 
     // 5. tokenizer_config.json: the fields Qwen3's has that rlc and transformers read.
     cJSON *tc = cJSON_CreateObject();
@@ -255,12 +260,7 @@ int bpe_train_write(const char *const *texts, int64_t n, const bpe_train_opts *o
     cJSON_AddBoolToObject(tc, "split_special_tokens", 0);
     cJSON_AddStringToObject(tc, "tokenizer_class", "Qwen2Tokenizer");
     cJSON_AddNullToObject(tc, "unk_token");
-    text = cJSON_Print(tc);
-    p = rlc_path_join(out_dir, "tokenizer_config.json");
-    if (rlc_write_file_atomic(p, text, strlen(text)) != 0) rlc_die("%s: cannot write: %s", p, strerror(errno));
-    free(p);
-    free(text);
-    cJSON_Delete(tc);
+    write_json(out_dir, "tokenizer_config.json", tc, 1);
 
     // 6. generation_config.json: stop at <|im_end|> and <|endoftext|>, as Qwen3's does.
     cJSON *gc = cJSON_CreateObject();
@@ -270,12 +270,7 @@ int bpe_train_write(const char *const *texts, int64_t n, const bpe_train_opts *o
     cJSON_AddItemToArray(eos, cJSON_CreateNumber(V + 0));
     cJSON_AddNumberToObject(gc, "pad_token_id", V + 0);
     cJSON_AddStringToObject(gc, "transformers_version", "4.51.0");
-    text = cJSON_Print(gc);
-    p = rlc_path_join(out_dir, "generation_config.json");
-    if (rlc_write_file_atomic(p, text, strlen(text)) != 0) rlc_die("%s: cannot write: %s", p, strerror(errno));
-    free(p);
-    free(text);
-    cJSON_Delete(gc);
+    write_json(out_dir, "generation_config.json", gc, 1);
 
     for (int i = 0; i < V; i++) free(vocab[i].s);
     free(vocab);
