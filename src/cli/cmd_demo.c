@@ -95,7 +95,7 @@ int cmd_demo(int argc, char **argv) {
     d.threads = (int)cli_int(&a, "threads", 0, 0, 1024);
     long long sft_epochs = cli_int(&a, "sft-epochs", quick ? 1 : 2, 1, 1000);
     long long grpo_steps = cli_int(&a, "grpo-steps", quick ? 2 : 60, 1, 100000);
-    long long n_sft = cli_int(&a, "sft-problems", quick ? 256 : 8000, 16, 10000000);
+    long long n_sft = cli_int(&a, "sft-problems", quick ? 256 : 5000, 16, 10000000);
     // Task difficulty (see docs/demo.md for why these defaults).
     char mins[16], maxs[16], maxo[16];
     snprintf(mins, sizeof mins, "%lld", cli_int(&a, "min-steps", 1, 1, 8));
