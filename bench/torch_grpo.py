@@ -47,7 +47,7 @@ def main():
     with torch.no_grad():
         ref = [G.logprobs(ref_model, [s], a.temperature)[0][0].clone() for s in seqs]
     out["ref"] = time.time() - t0
-    score = torch.tensor([s["score"] for s in seqs])
+    score = torch.tensor([s["score"] for s in seqs], dtype=torch.float32)
     adv = torch.zeros(len(seqs))
     for g in range(len(seqs) // n):
         x = score[g * n:(g + 1) * n]

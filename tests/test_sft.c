@@ -114,10 +114,10 @@ static void test_microbatch_invariance(void) {
     int64_t maxlen = 0;
     for (int s = 0; s < n; s++) if (rb.cu[s + 1] - rb.cu[s] > maxlen) maxlen = rb.cu[s + 1] - rb.cu[s];
     struct { engine_mb mb; int expect_micro; const char *name; } cases[] = {
-        {{0, 0}, 1, "1 micro-batch"},
-        {{4, 0}, 2, "2 micro-batches of 4 sequences"},
-        {{2, 0}, 4, "4 micro-batches of 2 sequences"},
-        {{0, maxlen > T / 3 ? maxlen : T / 3}, -1, "token budget T/3"},
+        {{.micro_batch_seqs = 0}, 1, "1 micro-batch"},
+        {{.micro_batch_seqs = 4}, 2, "2 micro-batches of 4 sequences"},
+        {{.micro_batch_seqs = 2}, 4, "4 micro-batches of 2 sequences"},
+        {{.micro_batch_tokens = maxlen > T / 3 ? maxlen : T / 3}, -1, "token budget T/3"},
     };
     float *g0 = rlc_alloc(ref.pl.numel * 4), *p0 = rlc_alloc(ref.pl.numel * 4);
     float *logp_seen = rlc_alloc(T * 4), *logp_inf = rlc_alloc(T * 4), *ent_inf = rlc_alloc(T * 4);
@@ -198,7 +198,7 @@ static void test_resume(void) {
     ec.warmup_steps = 1;
     ec.total_steps = 3;
     ec.min_lr = 0.1;
-    engine_mb mb = {2, 0};
+    engine_mb mb = {.micro_batch_seqs = 2};
     engine e;
     engine_init(&e, &a.m, &ec);
     char *dir = tl_tmpdir("resume");
