@@ -7,18 +7,6 @@
 #include "cli/cli.h"
 #include "core/common.h"
 
-// Weak until every subcommand has landed; a missing one reports itself instead of failing to link.
-#pragma weak cmd_init
-#pragma weak cmd_logprob
-#pragma weak cmd_sft
-#pragma weak cmd_tokenize
-#pragma weak cmd_generate
-#pragma weak cmd_train
-#pragma weak cmd_eval
-#pragma weak cmd_demo
-#pragma weak cmd_gen_task
-#pragma weak cmd_train_tokenizer
-
 static const struct { const char *name; rlc_cmd_fn fn; const char *help; } CMDS[] = {
     {"init", cmd_init, "write a randomly initialised Qwen3 checkpoint"},
     {"logprob", cmd_logprob, "per-token log-probs and entropy of sequences"},
@@ -35,7 +23,7 @@ static const struct { const char *name; rlc_cmd_fn fn; const char *help; } CMDS[
 static void usage(FILE *f) {
     fprintf(f, "usage: rlc <command> [options]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof CMDS / sizeof CMDS[0]; i++)
-        if (CMDS[i].fn) fprintf(f, "  %-16s %s\n", CMDS[i].name, CMDS[i].help);
+        fprintf(f, "  %-16s %s\n", CMDS[i].name, CMDS[i].help);
 }
 
 int main(int argc, char **argv) {
@@ -51,7 +39,6 @@ int main(int argc, char **argv) {
     }
     for (size_t i = 0; i < sizeof CMDS / sizeof CMDS[0]; i++) {
         if (strcmp(argv[1], CMDS[i].name) != 0) continue;
-        if (!CMDS[i].fn) rlc_die("command '%s' is not built into this binary", argv[1]);
         return CMDS[i].fn(argc - 1, argv + 1);
     }
     fprintf(stderr, "rlc: error: unknown command '%s'\n", argv[1]);
