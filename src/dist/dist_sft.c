@@ -42,36 +42,12 @@ void dist_sft_train(dist_ctx *d, qwen3_model *m, const sft_dataset *ds, const sf
                     sft_summary *out, dist_sft_report *rep) {
     const int W = d->world, R = d->rank;
     const int root = R == 0;
-    if (c->batch_size < 1) rlc_die("sft: batch size %d must be >= 1", c->batch_size);
-    if (ds->n < c->batch_size)
-        rlc_die("sft: the dataset has %d sequences, fewer than the batch size %d", ds->n, c->batch_size);
-    if (c->batch_size % W != 0)
+    if (c->batch_size % W != 0 && c->batch_size >= 1)
         rlc_die("sft: --batch-size %d must be a multiple of the number of ranks %d", c->batch_size, W);
-    if (c->epochs < 1 && c->steps <= 0) rlc_die("sft: epochs %d must be >= 1", c->epochs);
+    engine_config ec;
+    const int64_t total = sft_prepare(m, ds, c, &ec);
     const int B = c->batch_size, Bl = B / W;
     const int64_t per_epoch = ds->n / B;
-    const int64_t total = c->steps > 0 ? c->steps : (int64_t)c->epochs * per_epoch;
-    const int64_t max_pos = m->cfg->max_position_embeddings;
-    for (int s = 0; s < ds->n; s++) {
-        int64_t len = ds->off[s + 1] - ds->off[s];
-        if (len > max_pos) rlc_die("sft: sequence %d has %lld tokens, more than max_position_embeddings %lld", s,
-                                   (long long)len, (long long)max_pos);
-        if (c->micro_batch_tokens > 0 && c->micro_batch_seqs <= 0 && len > c->micro_batch_tokens)
-            rlc_die("sft: sequence %d has %lld tokens, more than the micro-batch token budget %lld", s, (long long)len,
-                    (long long)c->micro_batch_tokens);
-    }
-
-    engine_config ec;
-    engine_config_default(&ec);
-    ec.adam = c->adam;
-    ec.lr = c->lr;
-    ec.lr_sched = c->lr_sched;
-    ec.warmup_steps = lr_resolve_warmup(c->warmup_steps, c->warmup_ratio, total);
-    ec.total_steps = total;
-    ec.min_lr = c->min_lr;
-    ec.clip_grad = c->clip_grad;
-    ec.ckpt = c->ckpt;
-    ec.temperature = 1.0f;
     engine e;
     engine_init(&e, m, &ec);
     adamw_free(&e.opt);   // the moments live in the fsdp shards; the engine only runs forward/backward here

@@ -167,7 +167,7 @@ static void epoch_order(int *perm, int n, uint64_t seed, int epoch, int shuffle)
     }
 }
 
-void sft_train(qwen3_model *m, const sft_dataset *d, const sft_config *c, sft_summary *out, engine *engine_out) {
+int64_t sft_prepare(const qwen3_model *m, const sft_dataset *d, const sft_config *c, engine_config *ec_out) {
     if (c->batch_size < 1) rlc_die("sft: batch size %d must be >= 1", c->batch_size);
     if (d->n < c->batch_size)
         rlc_die("sft: the dataset has %d sequences, fewer than the batch size %d", d->n, c->batch_size);
@@ -196,6 +196,15 @@ void sft_train(qwen3_model *m, const sft_dataset *d, const sft_config *c, sft_su
     ec.clip_grad = c->clip_grad;
     ec.ckpt = c->ckpt;
     ec.temperature = 1.0f;
+    *ec_out = ec;
+    return total;
+}
+
+void sft_train(qwen3_model *m, const sft_dataset *d, const sft_config *c, sft_summary *out, engine *engine_out) {
+    engine_config ec;
+    const int64_t total = sft_prepare(m, d, c, &ec);
+    const int B = c->batch_size;
+    const int64_t per_epoch = d->n / B;
     engine local, *e = engine_out ? engine_out : &local;
     engine_init(e, m, &ec);
     if (c->log)

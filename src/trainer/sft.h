@@ -86,4 +86,8 @@ typedef struct {
 
 // Train m's parameters in place. Optional engine_out: if non-NULL the engine (optimizer state) is
 // left initialised there for the caller to save/free (engine_free); otherwise it is freed.
+// Validate the data against the config (batch size, lengths vs max positions and the micro-batch budget),
+// fill the engine config from it, and return the total number of steps. Shared by sft_train and the
+// data-parallel SFT.
+int64_t sft_prepare(const qwen3_model *m, const sft_dataset *d, const sft_config *c, engine_config *ec);
 void sft_train(qwen3_model *m, const sft_dataset *d, const sft_config *c, sft_summary *out, engine *engine_out);
