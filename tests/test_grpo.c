@@ -189,9 +189,14 @@ static void test_oracle(int have_torch) {
             double got = mval(m, 0, key), want = cJSON_GetObjectItem(ref, keys[k])->valuedouble;
             printf("%-20s rlc %.9g  torch %.9g\n", key, got, want);
             // fp32 on both sides with different summation orders (~1e-6 relative); the bar is 1e-4.
-            // ppo_kl is ~0 in the first mini-batch, so it is compared against the scale of the loss.
+            // ppo_kl is a mean of (old_log_prob - log_prob), a difference of fp32 log-probs of size ~entropy:
+            // its absolute error is that of the log-probs (~1e-7 x |log p|), not a fraction of its own small
+            // value (seen: 4.9e-7 on 2.7e-3 on an Intel Xeon, 1.8e-4 relative). It is compared at 1e-5 of the
+            // log-prob scale (the entropy): a 1e-5 relative bar on the log-probs it is computed from.
             double scale = fabs(want) > 1e-3 ? fabs(want) : 1e-3;
-            TL_CHECK(fabs(got - want) <= 1e-4 * scale, "%s: rlc %.9g vs torch %.9g", key, got, want);
+            double tol = 1e-4 * scale;
+            if (k == 5) tol = 1e-5 * fabs(cJSON_GetObjectItem(ref, "entropy_loss")->valuedouble);
+            TL_CHECK(fabs(got - want) <= tol, "%s: rlc %.9g vs torch %.9g (tolerance %.3g)", key, got, want, tol);
         }
         double cf = mval(m, 0, "actor/pg_clipfrac"), cft = cJSON_GetObjectItem(ref, "pg_clipfrac")->valuedouble;
         TL_CHECK(fabs(cf - cft) < 1e-9, "actor/pg_clipfrac: rlc %g vs torch %g (a count fraction)", cf, cft);
