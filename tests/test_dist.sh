@@ -3,7 +3,10 @@
 #  - build/tests/test_dist under 2 ranks (collectives, fsdp round trip, 2-rank SFT == 1-process to 1e-5,
 #    cross-N optimizer resume);
 #  - `mpirun -np 2 rlc sft` writes the same weights as `rlc sft` (1 process) to 1e-5;
-#  - a rank that exits mid-step (RLC_TEST_DIE_AT_STEP) fails the job with a message, within a time limit.
+#  - a rank that exits mid-step (RLC_TEST_DIE_AT_STEP) fails the job with a message, within a time limit;
+#  - `mpirun -np 2 rlc train` (GRPO) == 1 process after 2 steps (weights 1e-5, metrics 1e-4), also with several
+#    mini-batches and dynamic batches; cross-N resume 2 -> 1 and 1 -> 2 ranks == an uninterrupted run; the
+#    per-rank sharded state ~1/2; a train_batch_size that the world size does not divide is a one-line error.
 set -u
 cd "$(dirname "$0")/.."
 B=${RLC_BUILD:-build}
@@ -105,5 +108,141 @@ rc=$?; el=$(( $(date +%s) - start ))
 if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "did not complete within 3 s" "$tmp/hang.log"; then
   ok "watchdog aborts a hung collective (rc $rc, ${el}s)"; grep "did not complete" "$tmp/hang.log" | head -1 | sed 's/^/      /'
 else bad "watchdog: rc $rc after ${el}s"; tail -20 "$tmp/hang.log"; fi
+# 6. GRPO (`rlc train`): 1 process vs 2 ranks, and cross-N resume (fixture as tests/test_grpo.c: gen-task +
+#    train-tokenizer + a tiny random Qwen3; 8 prompts, 4 per step, n = 4)
+G="$tmp/grpo"; mkdir -p "$G"
+"$RLC" gen-task --out "$G/sft.jsonl" --n 200 --seed 1 --format sft >/dev/null &&
+"$RLC" gen-task --out "$G/train.jsonl" --n 8 --seed 2 >/dev/null &&
+"$RLC" gen-task --out "$G/val.jsonl" --n 2 --seed 3 >/dev/null &&
+"$RLC" train-tokenizer --data "$G/sft.jsonl" --fields prompt,response --out "$G/tok" --vocab-size 300 >/dev/null || bad "grpo fixture data"
+cat >"$G/config.json" <<'JSON'
+{"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "vocab_size": 320, "hidden_size": 32,
+ "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+ "head_dim": 8, "max_position_embeddings": 512, "rms_norm_eps": 1e-06, "rope_theta": 10000,
+ "tie_word_embeddings": true, "bos_token_id": null, "eos_token_id": 302, "hidden_act": "silu",
+ "attention_bias": false, "attention_dropout": 0.0, "use_sliding_window": false, "sliding_window": null,
+ "max_window_layers": 2, "initializer_range": 0.5, "torch_dtype": "float32"}
+JSON
+"$RLC" init --config "$G/config.json" --out "$G/m" --seed 3 --dtype f32 --tokenizer "$G/tok" >/dev/null || bad "grpo fixture model"
+cat >"$G/base.yaml" <<Y
+data:
+  train_files: $G/train.jsonl
+  val_files: $G/val.jsonl
+  train_batch_size: 4
+  max_prompt_length: 256
+  max_response_length: 12
+  seed: 1
+actor_rollout_ref:
+  model: {path: $G/m}
+  actor:
+    optim: {lr: 5.0e-3}
+    ppo_mini_batch_size: 4
+    ppo_micro_batch_size_per_gpu: 2
+    use_kl_loss: true
+    kl_loss_coef: 0.1
+    entropy_coeff: 0.01
+  rollout:
+    n: 4
+    temperature: 0.8
+algorithm: {adv_estimator: grpo}
+custom_reward_function: {command: /usr/bin/python3 tests/py/grpo_reward.py}
+trainer:
+  total_epochs: 2
+  test_freq: 2
+  save_freq: 2
+  val_before_train: false
+  n_threads: 1
+Y
+# weights of global_step_STEP (max abs diff / max abs, as the SFT check) and every metrics.jsonl value of the
+# steps >= FIRST, at 1e-4 relative (+1e-9 absolute). Skipped: wall clock and memory (timing_s/,
+# timing_per_token_ms/, perf/), rank 0's communication (dist/), global_seqlen/ (verl's per-rank partition
+# sums: W-dependent by definition), actor/pg_clipfrac*, actor/ppo_kl (verl's mean over micro-batches, whose
+# composition depends on W) and training/rollout_probs_diff_* (rollout vs actor kernel rounding, ~1e-6 noise).
+grpo_cmp='
+import json, struct, sys, math, re
+def load(p):
+    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8+n]); out = {}
+    for k, v in h.items():
+        if k == "__metadata__": continue
+        s, e = v["data_offsets"]; out[k] = struct.unpack("<%df" % ((e - s) // 4), b[8+n+s:8+n+e])
+    return out
+a_dir, b_dir, step, first = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+wa = load("%s/global_step_%d/actor/model.safetensors" % (a_dir, step))
+wb = load("%s/global_step_%d/actor/model.safetensors" % (b_dir, step))
+wi = load(sys.argv[5])
+assert wa.keys() == wb.keys()
+den = max(max(abs(y) for y in wb[k]) for k in wb)
+werr = max(max(abs(x - y) for x, y in zip(wa[k], wb[k])) for k in wa) / den
+moved = max(max(abs(x - y) for x, y in zip(wi[k], wb[k])) for k in wb) / den
+skip = re.compile(r"^(timing_s/|timing_per_token_ms/|perf/|actor/perf/|dist/|global_seqlen/|actor/pg_clipfrac|actor/ppo_kl|training/rollout_probs_diff_)")
+def rows(d):
+    return {int(o["training/global_step"]): o for o in map(json.loads, open(d + "/metrics.jsonl")) if o["training/global_step"] >= first}
+ma, mb = rows(a_dir), rows(b_dir)
+bad = [] if sorted(ma) == sorted(mb) else ["steps %s vs %s" % (sorted(ma), sorted(mb))]
+worst = 0.0; n = 0
+for s in ma:
+    x, y = ma[s], mb.get(s, {})
+    ka = {k for k in x if not skip.match(k)}; kb = {k for k in y if not skip.match(k)}
+    if ka != kb: bad.append("step %d keys differ: %s" % (s, sorted(ka ^ kb)))
+    for k in ka & kb:
+        u, v = x[k], y[k]; n += 1
+        if not isinstance(u, (int, float)) or not isinstance(v, (int, float)) or math.isnan(u) or math.isnan(v):
+            if repr(u) != repr(v): bad.append("step %d %s: %r vs %r" % (s, k, u, v))
+            continue
+        if abs(u - v) > 1e-4 * abs(v) + 1e-9: bad.append("step %d %s: %.9g vs %.9g" % (s, k, u, v))
+        if abs(v) > 1e-6: worst = max(worst, abs(u - v) / abs(v))
+print("weights rel err %.3g (moved %.3g); %d metric values of steps %s, worst rel diff %.3g%s" % (werr, moved, n,
+      sorted(ma), worst, "; " + "; ".join(bad[:6]) if bad else ""))
+sys.exit(0 if werr <= 1e-5 and moved > 1e-4 and not bad and n > 0 else 1)'
+gtrain() {   # gtrain NP RUN [overrides]: rlc train on NP ranks (1: no mpirun), log in $G/RUN.log
+  local np=$1 run=$2; shift 2
+  if [ "$np" = 1 ]; then timeout 300 "$RLC" train "$G/base.yaml" trainer.default_local_dir="$G/$run" "$@" >"$G/$run.log" 2>&1
+  else timeout 300 mpirun --allow-run-as-root --oversubscribe -np "$np" --mca btl self,vader "$RLC" train "$G/base.yaml" \
+         trainer.default_local_dir="$G/$run" "$@" >"$G/$run.log" 2>&1; fi
+}
+gcheck() {   # gcheck NAME RUN_A RUN_B STEP FIRST_METRICS_STEP
+  if r=$(/usr/bin/python3 -c "$grpo_cmp" "$G/$2" "$G/$3" "$4" "$5" "$G/m/model.safetensors" 2>&1); then ok "$1 ($r)"
+  else bad "$1: $r"; tail -5 "$G/$2.log"; fi
+}
+two="trainer.total_training_steps=2"
+gtrain 1 one $two || { bad "rlc train (1 process)"; tail "$G/one.log"; }
+gtrain 2 two $two || { bad "mpirun -np 2 rlc train"; tail "$G/two.log"; }
+gcheck "2-rank GRPO == 1 process after 2 steps: weights to 1e-5, metrics to 1e-4" two one 2 1
+# several mini-batches per step (2 AdamW steps per step), verl's dynamic batches for the update and both
+# log-prob passes; lr 1e-3 (at 5e-3 with 4 AdamW steps, 1 process's own micro-batching noise on the
+# near-zero gradients of rare tokens is ~1e-5, so the 1e-5 bar would test Adam's amplification of rounding)
+dyn="trainer.total_training_steps=2 actor_rollout_ref.actor.optim.lr=1e-3 actor_rollout_ref.actor.ppo_mini_batch_size=2
+ actor_rollout_ref.actor.use_dynamic_bsz=true actor_rollout_ref.actor.ppo_max_token_len_per_gpu=400
+ actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=true actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=400
+ actor_rollout_ref.ref.log_prob_use_dynamic_bsz=true actor_rollout_ref.ref.log_prob_max_token_len_per_gpu=400"
+gtrain 1 dyn1 $dyn && gtrain 2 dyn2 $dyn || bad "rlc train with 2 mini-batches and dynamic batches"
+gcheck "2-rank GRPO == 1 process, 2 mini-batches per step + dynamic batches" dyn2 dyn1 2 1
+# sharded state per rank ~ 1/2 of one process's params+grads+m+v
+line=$(grep "rlc: dist: 2 ranks" "$G/two.log")
+echo "      ${line#rlc: dist: }"
+if /usr/bin/python3 -c '
+import re, sys
+s = sys.argv[1]; a = float(re.search(r"sharded state ([0-9.]+) MiB", s).group(1)); b = float(re.search(r"one process ([0-9.]+) MiB", s).group(1))
+c = float(re.search(r"reference weights shard ([0-9.]+) MiB", s).group(1)); d = float(re.search(r"MiB \(one process ([0-9.]+) MiB\)$", s).group(1))
+print("      actor: sharded %.3f MiB x 2 ranks / %.3f MiB = %.3f; reference: %.3f MiB x 2 / %.3f MiB = %.3f" % (a, b, 2 * a / b, c, d, 2 * c / d))
+sys.exit(0 if 1.0 <= 2 * a / b <= 1.1 and 1.0 <= 2 * c / d <= 1.1 else 1)' "$line"
+then ok "per-rank sharded GRPO state (actor params+grads+m+v, reference weights) is ~1/2 of one process's"
+else bad "per-rank sharded state: '$line'"; fi
+grep -q "training/global_step" "$G/two/metrics.jsonl" && [ "$(grep -c . "$G/two/metrics.jsonl")" = 2 ] &&
+  [ "$(grep -c '^step ' "$G/two.log")" = 2 ] &&
+  ok "2 ranks: one metrics.jsonl of 2 lines and one console line per step (rank 0 alone writes)" ||
+  bad "2 ranks: metrics lines $(grep -c . "$G/two/metrics.jsonl"), console step lines $(grep -c '^step ' "$G/two.log")"
+# cross-N resume: the step-2 checkpoint of 2 ranks continued by 1 process, and the reverse, vs 4 steps uninterrupted
+four="trainer.total_training_steps=4"
+gtrain 1 c4 $four || bad "rlc train 4 steps"
+cp -r "$G/two" "$G/r21" && cp -r "$G/one" "$G/r12"
+gtrain 1 r21 $four && grep -q "resumed from global_step_2" "$G/r21.log" || { bad "1 process resuming the 2-rank checkpoint"; tail "$G/r21.log"; }
+gtrain 2 r12 $four && grep -q "resumed from global_step_2" "$G/r12.log" || { bad "2 ranks resuming the 1-process checkpoint"; tail "$G/r12.log"; }
+gcheck "2-rank checkpoint resumed by 1 process == uninterrupted (steps 3-4)" r21 c4 4 3
+gcheck "1-process checkpoint resumed by 2 ranks == uninterrupted (steps 3-4)" r12 c4 4 3
+# a bad world size for the batch: one clear line
+gtrain 2 badws data.train_batch_size=3 actor_rollout_ref.actor.ppo_mini_batch_size=3
+if grep -q "data.train_batch_size=3 must be a multiple of the number of ranks 2" "$G/badws.log"; then
+  ok "train_batch_size not divisible by the world size: one-line error"; else bad "world-size check"; tail -3 "$G/badws.log"; fi
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -1,9 +1,11 @@
 // cmd_train.c: `rlc train CONFIG.yaml [key=value ...]` and `rlc eval CONFIG.yaml [key=value ...]`.
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "core/common.h"
+#include "dist/dist.h"
 #include "trainer/config.h"
 #include "trainer/grpo.h"
 
@@ -20,11 +22,18 @@ static int run(int argc, char **argv, int val_only) {
     for (int i = first; i < argc; i++)
         if (!strchr(argv[i], '=') || argv[i][0] == '-')
             rlc_die("%s: expected dotted.key=value overrides after the config file, got '%s'", name, argv[i]);
+    dist_ctx dd;   // world 1 unless launched by mpirun (data-parallel GRPO, docs/distributed.md)
+    dist_init(&dd, NULL, NULL);
+    if (dd.rank != 0) {   // rank 0 alone prints
+        FILE *nul = fopen("/dev/null", "w");
+        if (nul) { fflush(stdout); dup2(fileno(nul), 1); fclose(nul); }
+    }
     rlc_train_config c;   // rlc_config_from_args initialises it
     rlc_config_from_args(&c, yaml, argc - first, argv + first);
     if (val_only) c.trainer.val_only = 1;
-    int rc = grpo_run(&c, val_only || c.trainer.val_only);
+    int rc = grpo_run_dist(&c, val_only || c.trainer.val_only, &dd);
     rlc_config_free(&c);
+    dist_finalize(&dd);
     return rc;
 }
 

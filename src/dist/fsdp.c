@@ -28,7 +28,26 @@ static void scatter_from_full(const fsdp_state *f, const float *full, float *sha
     }
 }
 
+static void init_common(fsdp_state *f, dist_ctx *d, const param_layout *pl, const float *full, const adamw_hparams *h,
+                        int frozen);
+
 void fsdp_init(fsdp_state *f, dist_ctx *d, const param_layout *pl, const float *full, const adamw_hparams *h) {
+    init_common(f, d, pl, full, h, 0);
+}
+
+void fsdp_init_frozen(fsdp_state *f, dist_ctx *d, const param_layout *pl, const float *full, const fsdp_state *slots_from) {
+    adamw_hparams h;
+    memset(&h, 0, sizeof h);
+    init_common(f, d, pl, full, &h, slots_from ? 2 : 1);
+    if (slots_from) {
+        CHECK(slots_from->d == d && slots_from->slot_cap == f->slot_cap, "fsdp: borrowed slots of another layout");
+        f->slot[0] = slots_from->slot[0];
+        f->slot[1] = slots_from->slot[1];
+    }
+}
+
+static void init_common(fsdp_state *f, dist_ctx *d, const param_layout *pl, const float *full, const adamw_hparams *h,
+                        int frozen) {
     memset(f, 0, sizeof *f);
     f->d = d;
     f->pl = pl;
@@ -52,17 +71,21 @@ void fsdp_init(fsdp_state *f, dist_ctx *d, const param_layout *pl, const float *
     f->shard_off[f->nb] = off;
     f->shard_numel = off;
     size_t bytes = (size_t)(off > 0 ? off : 1) * sizeof(float);
+    const int borrow = frozen == 2;   // the gather slots come from another state (fsdp_init_frozen)
+    frozen = frozen != 0;
+    f->frozen = frozen;
+    f->slots_borrowed = borrow;
     f->p = rlc_alloc(bytes);
-    f->g = rlc_alloc_zero(bytes);
-    f->m = rlc_alloc_zero(bytes);
-    f->v = rlc_alloc_zero(bytes);
+    f->g = frozen ? NULL : rlc_alloc_zero(bytes);
+    f->m = frozen ? NULL : rlc_alloc_zero(bytes);
+    f->v = frozen ? NULL : rlc_alloc_zero(bytes);
     scatter_from_full(f, full, f->p);
     f->slot_cap = W > 1 ? (int64_t)W * smax : 0;
     for (int i = 0; i < 2; i++) {
-        f->slot[i] = W > 1 ? rlc_alloc_zero((size_t)f->slot_cap * sizeof(float)) : NULL;
+        f->slot[i] = W > 1 && !borrow ? rlc_alloc_zero((size_t)f->slot_cap * sizeof(float)) : NULL;
         f->slot_block[i] = -1;
     }
-    f->pad = W > 1 ? rlc_alloc_zero((size_t)f->slot_cap * sizeof(float)) : NULL;
+    f->pad = W > 1 && !frozen ? rlc_alloc_zero((size_t)f->slot_cap * sizeof(float)) : NULL;
     f->trace_cap = 4 * f->nb + 8;
     f->trace = rlc_malloc((size_t)f->trace_cap * sizeof(int));
     f->trace_cur = rlc_malloc((size_t)f->trace_cap * sizeof(int));
@@ -71,7 +94,8 @@ void fsdp_init(fsdp_state *f, dist_ctx *d, const param_layout *pl, const float *
 void fsdp_free(fsdp_state *f) {
     fsdp_invalidate(f);
     rlc_free(f->p); rlc_free(f->g); rlc_free(f->m); rlc_free(f->v);
-    rlc_free(f->slot[0]); rlc_free(f->slot[1]); rlc_free(f->pad);
+    if (!f->slots_borrowed) { rlc_free(f->slot[0]); rlc_free(f->slot[1]); }
+    rlc_free(f->pad);
     free(f->shard_len); free(f->shard_off); free(f->trace); free(f->trace_cur);
     memset(f, 0, sizeof *f);
 }
@@ -135,6 +159,7 @@ float *fsdp_get_block(void *ctx, int b) {
 }
 
 void fsdp_reduce_grads(fsdp_state *f, const float *full_grad) {
+    CHECK(!f->frozen, "fsdp: gradient reduce on frozen (parameters-only) state");
     const int W = f->d->world;
     for (int b = 0; b < f->nb; b++) {
         int64_t n = block_numel(f, b), s = f->shard_len[b];
@@ -148,6 +173,7 @@ void fsdp_reduce_grads(fsdp_state *f, const float *full_grad) {
 }
 
 clip_result fsdp_optimizer_step(fsdp_state *f, double lr, double max_norm) {
+    CHECK(!f->frozen, "fsdp: optimizer step on frozen (parameters-only) state");
     fsdp_invalidate(f);
     double ss = grad_sumsq(f->g, f->shard_numel);   // pad elements are 0
     dist_allreduce_f64(f->d, &ss, 1, DIST_SUM, "all-reduce of the gradient sum of squares");
@@ -169,8 +195,9 @@ void fsdp_gather_full(fsdp_state *f, const float *shard, float *full, int root) 
             if (full) memcpy(full + f->pl->block_off[b], shard + f->shard_off[b], (size_t)n * sizeof(float));
             continue;
         }
-        dist_allgather_f32(f->d, shard + f->shard_off[b], f->slot[0], f->shard_len[b], "gather of a block to rank 0");
-        if (f->d->rank == root) memcpy(full + f->pl->block_off[b], f->slot[0], (size_t)n * sizeof(float));
+        dist_allgather_f32(f->d, shard + f->shard_off[b], f->slot[0], f->shard_len[b],
+                           root < 0 ? "all-gather of a block to every rank" : "gather of a block to rank 0");
+        if ((root < 0 || f->d->rank == root) && full) memcpy(full + f->pl->block_off[b], f->slot[0], (size_t)n * sizeof(float));
     }
 }
 
@@ -206,8 +233,8 @@ int64_t fsdp_load_optimizer(fsdp_state *f, const char *path) {
 
 fsdp_memory fsdp_memory_report(const fsdp_state *f) {
     fsdp_memory r;
-    r.shard_bytes = 4 * f->shard_numel * (int64_t)sizeof(float);
-    r.slot_bytes = 3 * f->slot_cap * (int64_t)sizeof(float);
+    r.shard_bytes = (f->frozen ? 1 : 4) * f->shard_numel * (int64_t)sizeof(float);
+    r.slot_bytes = ((f->slots_borrowed ? 0 : 2) + (f->frozen ? 0 : 1)) * f->slot_cap * (int64_t)sizeof(float);
     r.full_grad_bytes = f->pl->numel * (int64_t)sizeof(float);
     r.unsharded_bytes = 4 * f->pl->numel * (int64_t)sizeof(float);
     return r;

@@ -37,6 +37,8 @@ typedef struct {
     float *p;                     // (shard_numel) parameter shard (fp32 master)
     float *g;                     // (shard_numel) gradient shard (reduce-scattered)
     float *m, *v;                 // (shard_numel) AdamW moments
+    int frozen;                   // 1: parameters only (g, m, v, pad NULL): a frozen model (GRPO's reference)
+    int slots_borrowed;           // 1: slot[] belong to another state (not freed here)
     int64_t opt_step;             // AdamW steps taken
     adamw_hparams h;
     // gather slots
@@ -57,6 +59,10 @@ typedef struct {
 
 // Copy this rank's pieces of full (numel, or NULL: zeros) into a new state. d->world ranks.
 void fsdp_init(fsdp_state *f, dist_ctx *d, const param_layout *pl, const float *full, const adamw_hparams *h);
+// Parameters only, for a frozen model run through fsdp_get_block (no gradient, no optimizer state).
+// slots_from (or NULL): use that state's gather slots instead of allocating two (same layout and ctx); the two
+// states must then never be in use at once, and each is left invalidated (fsdp_invalidate) after its passes.
+void fsdp_init_frozen(fsdp_state *f, dist_ctx *d, const param_layout *pl, const float *full, const fsdp_state *slots_from);
 void fsdp_free(fsdp_state *f);
 // The qwen3_model get_block hook (ctx = fsdp_state *).
 float *fsdp_get_block(void *ctx, int block);
@@ -72,7 +78,7 @@ void fsdp_reduce_grads(fsdp_state *f, const float *full_grad);
 // grads zeroed, when the norm is not finite). Invalidates the gathered blocks.
 clip_result fsdp_optimizer_step(fsdp_state *f, double lr, double max_norm);
 // Assemble the full layout of a shard buffer (shard_numel; f->p, f->m or f->v) on `root` into full (numel;
-// only read on root, may be NULL elsewhere). Collective.
+// only read on root, may be NULL elsewhere). root < 0: on every rank (the GRPO rollout copy). Collective.
 void fsdp_gather_full(fsdp_state *f, const float *shard, float *full, int root);
 // Optimizer state: full-layout m/v and the step, in adamw_save's format with extra = {sched_step}.
 void fsdp_save_optimizer(fsdp_state *f, const char *path, int64_t sched_step);
@@ -80,8 +86,8 @@ void fsdp_save_optimizer(fsdp_state *f, const char *path, int64_t sched_step);
 int64_t fsdp_load_optimizer(fsdp_state *f, const char *path);
 
 typedef struct {
-    int64_t shard_bytes;          // params + grads + m + v shards
-    int64_t slot_bytes;           // two gather slots + gradient staging
+    int64_t shard_bytes;          // params + grads + m + v shards (frozen: params)
+    int64_t slot_bytes;           // two gather slots + gradient staging (frozen: the slots)
     int64_t full_grad_bytes;      // the engine's full-layout gradient buffer (not sharded, see above)
     int64_t unsharded_bytes;      // what 1 rank holds for params + grads + m + v (4 * numel * 4)
 } fsdp_memory;

@@ -23,6 +23,8 @@
 #include "core/rng.h"
 #include "core/strbuf.h"
 #include "data/dataset.h"
+#include "dist/dist.h"
+#include "dist/fsdp.h"
 #include "io/checkpoint.h"
 #include "model/qwen3.h"
 #include "reward/reward.h"
@@ -104,6 +106,14 @@ typedef struct {
     uint64_t data_seed;
     const char *dump_dir;         // RLC_GRPO_DUMP: write each step's rollouts (tests' PyTorch oracle)
     int64_t crash_step;           // RLC_TEST_CRASH_IN_CHECKPOINT: SIGKILL midway through this step's save
+    // data parallelism (docs/distributed.md); W = 1 runs the single-process code paths unchanged
+    dist_ctx *d;                  // NULL with W = 1
+    int W, R, root;               // world size, rank, rank == 0
+    fsdp_state fs;                // W > 1: sharded params / grads / AdamW moments of the actor
+    int have_fs;
+    fsdp_state ref_fs;            // W > 1: sharded weights of the reference model (ref_params is freed)
+    int have_ref_fs;
+    char *resume_opt;             // W > 1: optimizer.bin to load into the shards once they exist
 } grpo;
 
 static const char *TRAINER_STATE_MAGIC = "RLCGRPO\x01";
@@ -260,6 +270,143 @@ static void score(grpo *g, const rlc_dataset *ds, step_batch *sb) {
     free(req);
 }
 
+// ---------------------------------------------------------------------------------------------
+// data parallelism: every rank generates and scores a contiguous chunk of the step's prompts, then the
+// chunks are all-gathered so that every rank holds the whole step batch, in the 1-process order (the
+// arrays are small next to the weights). Log-prob passes and the update then work on balanced parts.
+
+// Variable-size all-gather: recv (returned, sum of the counts) = every rank's send (n bytes) in rank order.
+static char *allgatherv(dist_ctx *d, const void *send, int64_t n, const char *what) {
+    const int W = d->world;
+    int64_t *cnt = rlc_malloc(sizeof(int64_t) * (size_t)W);
+    dist_allgather(d, &n, cnt, sizeof n, what);
+    int64_t mx = 1, tot = 0;
+    for (int r = 0; r < W; r++) { if (cnt[r] > mx) mx = cnt[r]; tot += cnt[r]; }
+    char *pad = rlc_calloc((size_t)mx, 1), *all = rlc_malloc((size_t)mx * (size_t)W), *out = rlc_malloc((size_t)(tot > 0 ? tot : 1));
+    memcpy(pad, send, (size_t)n);
+    dist_allgather(d, pad, all, (size_t)mx, what);
+    int64_t off = 0;
+    for (int r = 0; r < W; r++) { memcpy(out + off, all + (size_t)r * (size_t)mx, (size_t)cnt[r]); off += cnt[r]; }
+    free(pad); free(all); free(cnt);
+    return out;
+}
+
+typedef struct { int64_t ds_index, plen, rlen; int32_t finish; float score; } sample_hdr;
+
+// loc: this rank's generated and scored chunk (prompt-major); out: the whole step batch on every rank,
+// laid out as generate() lays out one process's batch.
+static void gather_step_batch(dist_ctx *d, const step_batch *loc, step_batch *sb) {
+    rlc_strbuf b = {0};
+    int32_t nl = loc->B;
+    rlc_sb_append(&b, (const char *)&nl, sizeof nl);
+    for (int i = 0; i < loc->B; i++) {
+        sample_hdr h = {loc->ds_index[i], loc->plen[i], loc->rlen[i], loc->finish[i], loc->score[i]};
+        rlc_sb_append(&b, (const char *)&h, sizeof h);
+        rlc_sb_append(&b, (const char *)(loc->tokens + loc->cu[i]), sizeof(int32_t) * (size_t)(h.plen + h.rlen));
+        rlc_sb_append(&b, (const char *)(loc->rollout_lp + (size_t)i * loc->Tr), sizeof(float) * (size_t)h.rlen);
+    }
+    char *all = allgatherv(d, b.s, (int64_t)b.n, "all-gather of the rollout chunks");
+    rlc_sb_free(&b);
+    // pass 1: sizes
+    const int W = d->world;
+    int B = 0;
+    int64_t T = 0, Tr = 0;
+    const char *p = all;
+    for (int r = 0; r < W; r++) {
+        int32_t n;
+        memcpy(&n, p, sizeof n);
+        p += sizeof n;
+        for (int i = 0; i < n; i++) {
+            sample_hdr h;
+            memcpy(&h, p, sizeof h);
+            p += sizeof h + sizeof(int32_t) * (size_t)(h.plen + h.rlen) + sizeof(float) * (size_t)h.rlen;
+            T += h.plen + h.rlen;
+            if (h.rlen > Tr) Tr = h.rlen;
+        }
+        B += n;
+    }
+    if (Tr == 0) Tr = 1;
+    CHECK(T < INT32_MAX, "packed step batch of %lld tokens exceeds int32 offsets", (long long)T);
+    memset(sb, 0, sizeof *sb);
+    sb->n = loc->n;
+    sb->B = B;
+    sb->n_prompts = B / loc->n;
+    sb->T = T;
+    sb->Tr = Tr;
+    sb->ds_index = rlc_malloc(sizeof(int64_t) * (size_t)B);
+    sb->plen = rlc_malloc(sizeof(int64_t) * (size_t)B);
+    sb->rlen = rlc_malloc(sizeof(int64_t) * (size_t)B);
+    sb->finish = rlc_malloc(sizeof(int) * (size_t)B);
+    sb->score = rlc_malloc(sizeof(float) * (size_t)B);
+    sb->cu = rlc_malloc(sizeof(int32_t) * (size_t)(B + 1));
+    sb->tokens = rlc_malloc(sizeof(int32_t) * (size_t)T);
+    sb->targets = rlc_malloc(sizeof(int32_t) * (size_t)T);
+    sb->loss_mask = rlc_calloc((size_t)T, sizeof(float));
+    size_t BT = (size_t)B * (size_t)Tr;
+    sb->rollout_lp = rlc_calloc(BT, sizeof(float));
+    sb->mask = rlc_calloc(BT, sizeof(float));
+    // pass 2: the same packing as generate()
+    p = all;
+    int i = 0;
+    int64_t off = 0;
+    for (int r = 0; r < W; r++) {
+        int32_t n;
+        memcpy(&n, p, sizeof n);
+        p += sizeof n;
+        for (int q = 0; q < n; q++, i++) {
+            sample_hdr h;
+            memcpy(&h, p, sizeof h);
+            p += sizeof h;
+            sb->ds_index[i] = h.ds_index;
+            sb->plen[i] = h.plen;
+            sb->rlen[i] = h.rlen;
+            sb->finish[i] = h.finish;
+            sb->score[i] = h.score;
+            sb->cu[i] = (int32_t)off;
+            int64_t pl = h.plen, rl = h.rlen;
+            memcpy(sb->tokens + off, p, sizeof(int32_t) * (size_t)(pl + rl));
+            p += sizeof(int32_t) * (size_t)(pl + rl);
+            for (int64_t t = 0; t < pl + rl; t++) {
+                int scored = t >= pl - 1 && t < pl + rl - 1;
+                sb->targets[off + t] = scored ? sb->tokens[off + t + 1] : -1;
+                sb->loss_mask[off + t] = scored ? 1.0f : 0.0f;
+            }
+            memcpy(sb->rollout_lp + (size_t)i * Tr, p, sizeof(float) * (size_t)rl);
+            p += sizeof(float) * (size_t)rl;
+            for (int64_t k = 0; k < rl; k++) sb->mask[(size_t)i * Tr + k] = 1.0f;
+            off += pl + rl;
+        }
+    }
+    sb->cu[B] = (int32_t)off;
+    free(all);
+}
+
+// verl's balance_batch: Karmarkar-Karp over 24576*L + L^2 of the n sequences rows (n) into W equal-size parts.
+static void balance_rows(rlc_partition *part, const step_batch *sb, const int *rows, int n, int W) {
+    int64_t *wl = rlc_malloc(sizeof(int64_t) * (size_t)n);
+    for (int s = 0; s < n; s++) wl[s] = rlc_seqlen_workload(sb->cu[rows[s] + 1] - sb->cu[rows[s]]);
+    rlc_balanced_partitions(part, wl, n, W, 1);
+    free(wl);
+}
+
+// A (B, Tr) array of which each rank computed the rows of its part (part over 0..B-1): after this every rank
+// has all rows.
+static void share_rows(dist_ctx *d, const rlc_partition *part, const step_batch *sb, float *padded) {
+    const int W = d->world, R = d->rank;
+    const int64_t Tr = sb->Tr, nl = part->offsets[R + 1] - part->offsets[R];
+    float *mine = rlc_malloc(sizeof(float) * (size_t)(nl * Tr)), *all = rlc_malloc(sizeof(float) * (size_t)(W * nl * Tr));
+    for (int64_t s = 0; s < nl; s++)
+        memcpy(mine + s * Tr, padded + part->items[part->offsets[R] + s] * Tr, sizeof(float) * (size_t)Tr);
+    dist_allgather(d, mine, all, sizeof(float) * (size_t)(nl * Tr), "all-gather of the log-prob rows");
+    for (int r = 0; r < W; r++) {
+        CHECK_EQ(part->offsets[r + 1] - part->offsets[r], nl, "balanced part size");
+        for (int64_t s = 0; s < nl; s++)
+            memcpy(padded + part->items[part->offsets[r] + s] * Tr, all + (r * nl + s) * Tr, sizeof(float) * (size_t)Tr);
+    }
+    free(mine);
+    free(all);
+}
+
 // A packed batch of the step batch's sequences rows[0..n) in that order.
 typedef struct {
     int n;
@@ -314,11 +461,13 @@ static int balanced_micro_batches(const step_batch *sb, int *rows, int n, int64_
 // verl's infer (log_prob_use_dynamic_bsz: balanced token-budget parts; else log_prob_micro_batch_size_per_gpu
 // sequences; neither set: greedy consecutive sequences up to log_prob_max_token_len_per_gpu). Outputs are
 // scattered back to the step order in the padded layout (B, Tr).
-static void infer_logprobs(engine *e, qwen3_model *m, const step_batch *sb, int dyn, int64_t micro_seqs,
-                           int64_t max_tokens, const char *key, float *lp_padded, float *ent_padded) {
-    int B = sb->B;
-    int *rows = rlc_malloc(sizeof(int) * (size_t)B), *starts = rlc_malloc(sizeof(int) * (size_t)(B + 1));
-    for (int i = 0; i < B; i++) rows[i] = i;
+// sel (nsel) picks the rows to compute (a data-parallel rank's part), NULL: all B rows; only those rows of
+// lp_padded / ent_padded are written.
+static void infer_logprobs(engine *e, qwen3_model *m, const step_batch *sb, const int *sel, int nsel, int dyn,
+                           int64_t micro_seqs, int64_t max_tokens, const char *key, float *lp_padded, float *ent_padded) {
+    int B = sel ? nsel : sb->B;
+    int *rows = rlc_malloc(sizeof(int) * (size_t)(B > 0 ? B : 1)), *starts = rlc_malloc(sizeof(int) * (size_t)(B + 1));
+    for (int i = 0; i < B; i++) rows[i] = sel ? sel[i] : i;
     engine_mb mb = {0, 0, NULL, 0};
     if (dyn) {
         mb.n_parts = balanced_micro_batches(sb, rows, B, max_tokens, key, starts);
@@ -351,6 +500,65 @@ static void infer_logprobs(engine *e, qwen3_model *m, const step_batch *sb, int 
     }
     packed_rows_free(&p);
     free(lp); free(ent); free(rows); free(starts);
+}
+
+// The ref pass over W > 1 ranks with the reference weights sharded (ref_fs): this rank's rows sel (nsel),
+// micro-batched as infer_logprobs does, one engine pass per micro-batch bracketed for the fsdp prefetch; the
+// micro-batch count is all-reduced (max) and a rank with fewer runs 1-token passes, because every pass issues
+// the per-block all-gathers. Only the rows sel of lp_padded are written.
+static void infer_logprobs_sharded(grpo *g, fsdp_state *fs, qwen3_model *m, const step_batch *sb, const int *sel, int nsel,
+                                   int dyn, int64_t micro_seqs, int64_t max_tokens, const char *key, float *lp_padded) {
+    engine *e = &g->eng;
+    int n = nsel;
+    int *rows = rlc_malloc(sizeof(int) * (size_t)(n > 0 ? n : 1)), *starts = rlc_malloc(sizeof(int) * (size_t)(n + 1));
+    memcpy(rows, sel, sizeof(int) * (size_t)n);
+    int nmb;
+    packed_rows p;
+    if (dyn) {
+        nmb = balanced_micro_batches(sb, rows, n, max_tokens, key, starts);
+        pack_rows(&p, sb, rows, n);
+    } else {
+        pack_rows(&p, sb, rows, n);
+        engine_mb mb = {0, 0, NULL, 0};
+        if (micro_seqs != RLC_CFG_NULL && micro_seqs > 0) mb.micro_batch_seqs = (int)micro_seqs;
+        else mb.micro_batch_tokens = max_tokens > 0 ? max_tokens : 0;
+        engine_batch b = {n, p.cu, p.tokens, p.targets, p.loss_mask};
+        nmb = engine_split(&b, &mb, starts);
+    }
+    int64_t K = nmb;
+    dist_allreduce_i64(g->d, &K, 1, DIST_MAX, "all-reduce of the ref micro-batch count");
+    int64_t T = p.cu[n];
+    float *lp = rlc_malloc(sizeof(float) * (size_t)(T > 0 ? T : 1));
+    int32_t *cu_mb = rlc_malloc(sizeof(int32_t) * (size_t)(n + 1));
+    const int32_t dummy_tok = 0, dummy_tgt = -1, dummy_cu[2] = {0, 1};
+    const float dummy_mask = 0.0f;
+    float dummy_lp;
+    engine_mb whole = {0, 0, NULL, 0};
+    qwen3_model *saved = e->model;
+    e->model = m;
+    for (int64_t i = 0; i < K; i++) {
+        fsdp_begin_pass(fs, i + 1 < K);
+        if (i < nmb) {
+            int s0 = starts[i], s1 = starts[i + 1];
+            int32_t base = p.cu[s0];
+            for (int q = s0; q <= s1; q++) cu_mb[q - s0] = p.cu[q] - base;
+            engine_batch mb = {s1 - s0, cu_mb, p.tokens + base, p.targets + base, p.loss_mask + base};
+            engine_infer_mb(e, &mb, &whole, lp + base, NULL);
+        } else {
+            engine_batch mb = {1, dummy_cu, &dummy_tok, &dummy_tgt, &dummy_mask};
+            engine_infer_mb(e, &mb, &whole, &dummy_lp, NULL);
+        }
+        fsdp_end_pass(fs);
+    }
+    e->model = saved;
+    fsdp_invalidate(fs);
+    for (int s = 0; s < n; s++) {
+        int i = rows[s];
+        int64_t base = p.cu[s] + sb->plen[i] - 1;
+        for (int64_t k = 0; k < sb->Tr; k++) lp_padded[(size_t)i * sb->Tr + k] = k < sb->rlen[i] ? lp[base + k] : 0.0f;
+    }
+    packed_rows_free(&p);
+    free(lp); free(cu_mb); free(rows); free(starts);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -461,10 +669,119 @@ static void update_actor(grpo *g, const step_batch *sb, rlc_metrics *m) {
     free(order); free(rows); free(starts);
 }
 
+// A padding pass of a rank with fewer micro-batches than another: nothing scored, zero gradient.
+static double zero_loss_fn(void *user, const engine_micro *mb) { (void)user; (void)mb; return 0.0; }
+
+// update_actor over W > 1 ranks: the same mini-batches as one process (the shuffled step order cut in
+// mini_seqs), each balanced across the ranks by balance_batch (KK, equal size); each rank micro-batches its
+// part; the loss-token count is all-reduced so the loss normalisation is the global one, the micro-batch
+// count is all-reduced (max) and a rank with fewer runs 1-token padding passes (every pass issues the
+// per-block all-gathers); gradients are reduce-scattered and the sharded AdamW steps with the global norm.
+// W ranks give the weights of one process up to float summation order.
+static void update_actor_dist(grpo *g, const step_batch *sb, rlc_metrics *m) {
+    const rlc_train_config *c = g->cfg;
+    const __typeof__(c->actor_rollout_ref.actor) *ac = &c->actor_rollout_ref.actor;
+    dist_ctx *d = g->d;
+    const int W = g->W, R = g->R;
+    int n = sb->n, B = sb->B;
+    int mini_seqs = (int)ac->ppo_mini_batch_size * n;
+    if (mini_seqs > B) mini_seqs = B;
+    int n_mini = B / mini_seqs, nl = mini_seqs / W;
+    int *order = rlc_malloc(sizeof(int) * (size_t)B), *rows = rlc_malloc(sizeof(int) * (size_t)mini_seqs);
+    int *mine = rlc_malloc(sizeof(int) * (size_t)nl), *starts = rlc_malloc(sizeof(int) * (size_t)(nl + 1));
+    int32_t *cu_mb = rlc_malloc(sizeof(int32_t) * (size_t)(nl + 1));
+    const int32_t dummy_tok = 0, dummy_tgt = -1, dummy_cu[2] = {0, 1};
+    const float dummy_mask = 0.0f;
+    engine_mb whole = {0, 0, NULL, 0};
+    rlc_actor_metrics am;
+    rlc_actor_metrics_init(&am);
+    int n_nonfinite = 0;
+    qwen3_model *mod = &g->model;
+    mod->get_block = fsdp_get_block;   // the update runs on the shards (ZeRO-3); the full copy is for rollout
+    mod->get_block_ctx = &g->fs;
+    for (int64_t ep = 0; ep < ac->ppo_epochs; ep++) {
+        for (int i = 0; i < B; i++) order[i] = i;
+        if (ac->shuffle) {   // the same order as one process
+            rng r;
+            rng_stream(&r, (uint64_t)ac->data_loader_seed, (uint64_t)g->global_step, (uint64_t)ep);
+            for (int i = B - 1; i > 0; i--) {
+                int j = (int)rng_below(&r, (uint64_t)(i + 1));
+                int t = order[i]; order[i] = order[j]; order[j] = t;
+            }
+        }
+        for (int mi = 0; mi < n_mini; mi++) {
+            memcpy(rows, order + (size_t)mi * mini_seqs, sizeof(int) * (size_t)mini_seqs);
+            rlc_partition part;
+            balance_rows(&part, sb, rows, mini_seqs, W);
+            CHECK_EQ(part.offsets[R + 1] - part.offsets[R], nl, "balanced part size");
+            for (int i = 0; i < nl; i++) mine[i] = rows[part.items[part.offsets[R] + i]];
+            rlc_partition_free(&part);
+            int nmb;
+            if (ac->use_dynamic_bsz) {
+                nmb = balanced_micro_batches(sb, mine, nl, ac->ppo_max_token_len_per_gpu,
+                                             "actor_rollout_ref.actor.ppo_max_token_len_per_gpu", starts);
+            } else {   // verl: consecutive chunks of ppo_micro_batch_size_per_gpu
+                int mbs = (int)ac->ppo_micro_batch_size_per_gpu;
+                CHECK(mbs > 0, "ppo_micro_batch_size_per_gpu %d", mbs);
+                nmb = (nl + mbs - 1) / mbs;
+                for (int j = 0; j <= nmb; j++) starts[j] = j * mbs < nl ? j * mbs : nl;
+            }
+            packed_rows p;
+            pack_rows(&p, sb, mine, nl);
+            engine_batch eb = {nl, p.cu, p.tokens, p.targets, p.loss_mask};
+            double N = engine_batch_tokens(&eb);
+            dist_allreduce_f64(d, &N, 1, DIST_SUM, "all-reduce of the mini-batch loss-token count");
+            int64_t K = nmb;
+            dist_allreduce_i64(d, &K, 1, DIST_MAX, "all-reduce of the micro-batch count");
+            engine_zero_grad(&g->eng);
+            for (int64_t i = 0; i < K; i++) {
+                engine_fb_stats st;
+                fsdp_begin_pass(&g->fs, i + 1 < K);
+                if (i < nmb) {
+                    int s0 = starts[i], s1 = starts[i + 1];
+                    int32_t base = p.cu[s0];
+                    for (int q = s0; q <= s1; q++) cu_mb[q - s0] = p.cu[q] - base;
+                    engine_batch mb = {s1 - s0, cu_mb, p.tokens + base, p.targets + base, p.loss_mask + base};
+                    loss_ctx lc = {g, sb, mine + s0, (double)mini_seqs, &am};
+                    engine_forward_backward(&g->eng, &mb, &whole, g->want_entropy_update, grpo_loss_fn, &lc, N > 0 ? N : -1, &st);
+                } else {
+                    engine_batch mb = {1, dummy_cu, &dummy_tok, &dummy_tgt, &dummy_mask};
+                    engine_forward_backward(&g->eng, &mb, &whole, g->want_entropy_update, zero_loss_fn, NULL, N > 0 ? N : 1, &st);
+                }
+                fsdp_end_pass(&g->fs);
+            }
+            fsdp_reduce_grads(&g->fs, g->eng.grads.data);
+            clip_result cr = fsdp_optimizer_step(&g->fs, lr_schedule_current(&g->eng.sched), g->eng.cfg.clip_grad);
+            if (!cr.finite) n_nonfinite++;
+            // this mini-batch's micro-batch metrics over all ranks (losses: global shares, summed; the clip
+            // fractions and ppo_kl: the mean over every rank's micro-batches)
+            double red[8] = {am.pg_loss, am.entropy_loss, am.kl_loss, am.loss, am.clipfrac, am.ppo_kl, am.clipfrac_lower,
+                             (double)am.n_micro};
+            dist_allreduce_f64(d, red, 8, DIST_SUM, "all-reduce of the actor metrics");
+            am.pg_loss = red[0]; am.entropy_loss = red[1]; am.kl_loss = red[2]; am.loss = red[3];
+            am.clipfrac = red[4]; am.ppo_kl = red[5]; am.clipfrac_lower = red[6]; am.n_micro = (int64_t)red[7];
+            rlc_actor_metrics_minibatch(&am, cr.norm);
+            packed_rows_free(&p);
+        }
+    }
+    mod->get_block = NULL;
+    mod->get_block_ctx = NULL;
+    // The rollout copy of the weights (and the HF checkpoint): every rank all-gathers the updated shards
+    // (here rather than in update_weights because save_checkpoint, between the two, writes them).
+    double t0 = rlc_now();
+    fsdp_gather_full(&g->fs, g->fs.p, g->params.data, -1);
+    rlc_metrics_set(m, "timing_s/gather_weights", rlc_now() - t0);
+    double lr = engine_lr_scheduler_step(&g->eng);
+    rlc_actor_metrics_put(&am, m, g->want_entropy_update, g->loss_cfg.use_kl_loss, g->loss_cfg.kl_loss_coef, lr);
+    if (n_nonfinite) rlc_metrics_set(m, "actor/nonfinite_grad_steps", n_nonfinite);
+    free(order); free(rows); free(mine); free(starts); free(cu_mb);
+}
+
 // ---------------------------------------------------------------------------------------------
 // data metrics (verl compute_data_metrics) and global_seqlen/* (log_seqlen_unbalance, one rank)
 
-static void data_metrics(const step_batch *sb, rlc_metrics *m) {
+// part: the data-parallel ranks' balanced parts of the step batch, NULL: one rank.
+static void data_metrics(const step_batch *sb, const rlc_partition *part, rlc_metrics *m) {
     int B = sb->B;
     int64_t Tr = sb->Tr;
     float *sc = rlc_malloc(sizeof(float) * (size_t)B), *rw = rlc_malloc(sizeof(float) * (size_t)B);
@@ -483,7 +800,7 @@ static void data_metrics(const step_batch *sb, rlc_metrics *m) {
     int64_t offs[2] = {0, B};
     rlc_partition one = {1, offs, items};   // one data-parallel rank: the balanced partition is the batch
     double u[6];
-    rlc_seqlen_unbalance(u, len, B, &one);
+    rlc_seqlen_unbalance(u, len, B, part ? part : &one);
     static const char *names[6] = {"global_seqlen/min", "global_seqlen/max", "global_seqlen/minmax_diff",
                                    "global_seqlen/balanced_min", "global_seqlen/balanced_max", "global_seqlen/mean"};
     for (int j = 0; j < 6; j++) rlc_metrics_set(m, names[j], u[j]);
@@ -614,6 +931,11 @@ typedef struct {
 } trainer_state;
 
 static void save_checkpoint(grpo *g) {
+    if (!g->root) {   // W > 1: rank 0 writes; the others take part in gathering the optimizer state
+        fsdp_save_optimizer(&g->fs, "", g->eng.sched.step);
+        dist_barrier(g->d, "checkpoint save");
+        return;
+    }
     char *final = step_dir(g, g->global_step);
     char tmpname[96];
     snprintf(tmpname, sizeof tmpname, ".tmp_global_step_%lld.%d", (long long)g->global_step, (int)getpid());
@@ -632,7 +954,8 @@ static void save_checkpoint(grpo *g) {
         kill(getpid(), SIGKILL);
     }
     char *opt = rlc_path_join(actor, "optimizer.bin");
-    engine_save_state(&g->eng, opt);
+    if (g->W > 1) fsdp_save_optimizer(&g->fs, opt, g->eng.sched.step);   // full-layout m/v: any W resumes it
+    else engine_save_state(&g->eng, opt);
     trainer_state ts;
     memset(&ts, 0, sizeof ts);
     memcpy(ts.magic, TRAINER_STATE_MAGIC, 8);
@@ -693,6 +1016,7 @@ static void save_checkpoint(grpo *g) {
         }
     }
     if (d) closedir(d);
+    if (g->W > 1) dist_barrier(g->d, "checkpoint save");
     free(final); free(tmp); free(actor); free(opt); free(tsp); free(latest);
 }
 
@@ -730,7 +1054,8 @@ static void load_checkpoint(grpo *g, const char *dir) {
     char *actor = rlc_path_join(dir, "actor");
     checkpoint_load_weights(actor, &g->params);
     char *opt = rlc_path_join(actor, "optimizer.bin");
-    engine_load_state(&g->eng, opt);
+    if (g->W > 1) { free(g->resume_opt); g->resume_opt = rlc_strdup(opt); }   // loaded into the shards later
+    else engine_load_state(&g->eng, opt);
     g->global_step = ts.global_step;
     g->epoch = ts.epoch;
     g->batch_in_epoch = ts.batch_in_epoch;
@@ -742,7 +1067,7 @@ static void load_checkpoint(grpo *g, const char *dir) {
 // Keep only metrics lines of steps <= last (a crash after logging a step that was never checkpointed
 // would otherwise repeat it on resume).
 static void truncate_metrics(const grpo *g, int64_t last) {
-    if (!rlc_file_exists(g->metrics_path)) return;
+    if (!g->root || !rlc_file_exists(g->metrics_path)) return;
     size_t len;
     char *buf = rlc_read_file(g->metrics_path, &len);
     rlc_strbuf out = {0};
@@ -796,25 +1121,47 @@ static void train_step(grpo *g, const int64_t *rows, rlc_metrics *m) {
     double tm[T_N] = {0}, t_step0 = rlc_now(), t;
     int have[T_N] = {0};
     step_batch sb;
-    generate(g, g->rollout, rows, (int)c->data.train_batch_size, &g->train, (uint64_t)(g->global_step + 1) << 32, &sb,
+    const int W = g->W;
+    const int np = (int)c->data.train_batch_size / W;   // W > 1: this rank's contiguous chunk of prompts
+    if (W > 1) dist_reset_counters(g->d);
+    generate(g, g->rollout, rows + (size_t)g->R * np, np, &g->train, (uint64_t)(g->global_step + 1) << 32, &sb,
              &tm[T_GEN]);
     have[T_GEN] = 1;
-    int B = sb.B;
-    size_t BT = (size_t)B * (size_t)sb.Tr;
 
     t = rlc_now();
-    score(g, &g->train, &sb);
+    score(g, &g->train, &sb);   // W > 1: each rank scores its own samples
+    if (W > 1) {
+        step_batch loc = sb;
+        gather_step_batch(g->d, &loc, &sb);
+        step_batch_free(&loc);
+    }
     tm[T_REWARD] = rlc_now() - t;
     have[T_REWARD] = 1;
-    if (g->dump_dir) dump_step(g, &sb);
+    int B = sb.B;
+    size_t BT = (size_t)B * (size_t)sb.Tr;
+    if (g->dump_dir && g->root) dump_step(g, &sb);
+    // W > 1: balance_batch over the whole step batch: rank R's part for the log-prob passes
+    rlc_partition part = {0, NULL, NULL};
+    int *my_rows = NULL, n_my = 0;
+    if (W > 1) {
+        int *all = rlc_malloc(sizeof(int) * (size_t)B);
+        for (int i = 0; i < B; i++) all[i] = i;
+        balance_rows(&part, &sb, all, B, W);
+        free(all);
+        n_my = (int)(part.offsets[g->R + 1] - part.offsets[g->R]);
+        my_rows = rlc_malloc(sizeof(int) * (size_t)n_my);
+        for (int i = 0; i < n_my; i++) my_rows[i] = (int)part.items[part.offsets[g->R] + i];
+    }
 
     // old_log_prob: the actor's log-probs and entropy at the rollout temperature.
     t = rlc_now();
     sb.old_lp = rlc_calloc(BT, sizeof(float));
     sb.entropy = rlc_calloc(BT, sizeof(float));
-    infer_logprobs(&g->eng, &g->model, &sb, ar->rollout.log_prob_use_dynamic_bsz, ar->rollout.log_prob_micro_batch_size_per_gpu,
-                   ar->rollout.log_prob_max_token_len_per_gpu, "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu",
-                   sb.old_lp, sb.entropy);
+    // (W > 1: on the full rollout copy of the weights, no collectives inside; then the rows are shared)
+    infer_logprobs(&g->eng, &g->model, &sb, my_rows, n_my, ar->rollout.log_prob_use_dynamic_bsz,
+                   ar->rollout.log_prob_micro_batch_size_per_gpu, ar->rollout.log_prob_max_token_len_per_gpu,
+                   "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu", sb.old_lp, sb.entropy);
+    if (W > 1) { share_rows(g->d, &part, &sb, sb.old_lp); share_rows(g->d, &part, &sb, sb.entropy); }
     tm[T_OLD] = rlc_now() - t;
     have[T_OLD] = 1;
     {   // actor/entropy: agg_loss over the whole step batch with no global info (D = 1, N = sum of the mask)
@@ -828,14 +1175,22 @@ static void train_step(grpo *g, const int64_t *rows, rlc_metrics *m) {
     if (g->have_ref) {
         t = rlc_now();
         sb.ref_lp = rlc_calloc(BT, sizeof(float));
-        infer_logprobs(&g->eng, &g->ref_model, &sb, ar->ref.log_prob_use_dynamic_bsz, ar->ref.log_prob_micro_batch_size_per_gpu,
-                       ar->ref.log_prob_max_token_len_per_gpu, "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu", sb.ref_lp,
-                       NULL);
+        if (W > 1) {   // on the sharded reference weights
+            infer_logprobs_sharded(g, &g->ref_fs, &g->ref_model, &sb, my_rows, n_my, ar->ref.log_prob_use_dynamic_bsz,
+                                   ar->ref.log_prob_micro_batch_size_per_gpu, ar->ref.log_prob_max_token_len_per_gpu,
+                                   "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu", sb.ref_lp);
+            share_rows(g->d, &part, &sb, sb.ref_lp);
+        } else {
+            infer_logprobs(&g->eng, &g->ref_model, &sb, NULL, 0, ar->ref.log_prob_use_dynamic_bsz,
+                           ar->ref.log_prob_micro_batch_size_per_gpu, ar->ref.log_prob_max_token_len_per_gpu,
+                           "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu", sb.ref_lp, NULL);
+        }
         tm[T_REF] = rlc_now() - t;
         have[T_REF] = 1;
     }
 
     // adv: token-level scores, in-reward KL (optional), then the advantage estimator over groups of n.
+    // (W > 1: every rank holds the whole batch and computes the same advantages, no communication.)
     t = rlc_now();
     sb.scores = rlc_malloc(sizeof(float) * BT);
     sb.rewards = rlc_malloc(sizeof(float) * BT);
@@ -857,7 +1212,8 @@ static void train_step(grpo *g, const int64_t *rows, rlc_metrics *m) {
     // verl: the actor is updated once critic_warmup <= global_step (no critic in GRPO: from the first step)
     if (c->trainer.critic_warmup <= g->global_step) {
         t = rlc_now();
-        update_actor(g, &sb, m);
+        if (W > 1) update_actor_dist(g, &sb, m);
+        else update_actor(g, &sb, m);
         tm[T_UPDATE] = rlc_now() - t;
         have[T_UPDATE] = 1;
     }
@@ -893,18 +1249,32 @@ static void train_step(grpo *g, const int64_t *rows, rlc_metrics *m) {
         if (have[k]) { names[nt] = tnames[k]; secs[nt++] = tm[k]; }
     int64_t resp_tokens = 0;
     for (int i = 0; i < B; i++) resp_tokens += sb.rlen[i];
-    // one process = one "GPU" for perf/throughput
-    rlc_timing_metrics(m, nt, names, secs, resp_tokens, sb.T, 1);
+    // one process = one "GPU" for perf/throughput (timings are rank 0's)
+    rlc_timing_metrics(m, nt, names, secs, resp_tokens, sb.T, W);
     rlc_metrics_set(m, "actor/perf/cpu_memory_used_gb", (double)rlc_current_rss() / (double)(1 << 30));
-    data_metrics(&sb, m);
+    if (W > 1) {   // rank 0's view of this step's communication
+        rlc_metrics_set(m, "dist/world_size", W);
+        rlc_metrics_set(m, "dist/comm_bytes", (double)dist_bytes_total(g->d));
+        rlc_metrics_set(m, "dist/allgather_bytes", (double)g->d->bytes[DIST_K_ALLGATHER]);
+        rlc_metrics_set(m, "dist/reduce_scatter_bytes", (double)g->d->bytes[DIST_K_REDUCE_SCATTER]);
+        rlc_metrics_set(m, "dist/comm_s", g->d->comm_seconds);
+        rlc_metrics_set(m, "dist/comm_fraction", tm[T_STEP] > 0 ? g->d->comm_seconds / tm[T_STEP] : 0);
+    }
+    data_metrics(&sb, W > 1 ? &part : NULL, m);
+    if (W > 1) rlc_partition_free(&part);
+    free(my_rows);
     step_batch_free(&sb);
 }
 
 // ---------------------------------------------------------------------------------------------
 
-static void grpo_setup(grpo *g, const rlc_train_config *c, int val_only) {
+static void grpo_setup(grpo *g, const rlc_train_config *c, int val_only, dist_ctx *d) {
     memset(g, 0, sizeof *g);
     g->cfg = c;
+    g->d = d && d->world > 1 ? d : NULL;
+    g->W = g->d ? d->world : 1;
+    g->R = g->d ? d->rank : 0;
+    g->root = g->R == 0;
     backend_init(&g->be, (int)c->trainer.n_threads);
     const char *mp = c->actor_rollout_ref.model.path;
     if (!mp || !*mp) rlc_die("config: actor_rollout_ref.model.path is not set: give an HF checkpoint directory");
@@ -973,6 +1343,14 @@ static void grpo_setup(grpo *g, const rlc_train_config *c, int val_only) {
                     (long long)c->data.train_batch_size, (long long)ac->ppo_mini_batch_size);
         if (!ac->use_dynamic_bsz && ac->ppo_micro_batch_size_per_gpu == RLC_CFG_NULL)
             rlc_die("config: set actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu, or use_dynamic_bsz=true");
+        if (c->data.train_batch_size % g->W != 0)
+            rlc_die("config: data.train_batch_size=%lld must be a multiple of the number of ranks %d",
+                    (long long)c->data.train_batch_size, g->W);
+        int64_t mini = ac->ppo_mini_batch_size * c->actor_rollout_ref.rollout.n;
+        if (mini > c->data.train_batch_size * c->actor_rollout_ref.rollout.n) mini = c->data.train_batch_size * c->actor_rollout_ref.rollout.n;
+        if (mini % g->W != 0)
+            rlc_die("config: actor_rollout_ref.actor.ppo_mini_batch_size=%lld x rollout.n=%lld sequences must be a multiple of "
+                    "the number of ranks %d", (long long)ac->ppo_mini_batch_size, (long long)c->actor_rollout_ref.rollout.n, g->W);
     }
     int64_t horizon = g->total_steps > 0 ? g->total_steps : 1;   // actor.optim.total_training_steps
     // TorchTitan's schedule runs over its own TrainingConfig.steps (10000): verl does not pass its total
@@ -980,6 +1358,7 @@ static void grpo_setup(grpo *g, const rlc_train_config *c, int val_only) {
     ec.total_steps = !strcmp(c->model_engine, "torchtitan") ? 10000 : horizon;
     ec.warmup_steps = lr_resolve_warmup(ac->optim.lr_warmup_steps, ac->optim.lr_warmup_steps_ratio, horizon);
     engine_init(&g->eng, &g->model, &ec);
+    if (g->W > 1) adamw_free(&g->eng.opt);   // the moments live in the fsdp shards (grpo_run_dist)
 
     g->have_ref = !val_only && (ac->use_kl_loss || c->algorithm.use_kl_in_reward);
     if (g->have_ref) {   // frozen copy of the initial weights
@@ -991,6 +1370,9 @@ static void grpo_setup(grpo *g, const rlc_train_config *c, int val_only) {
 
 static void grpo_teardown(grpo *g) {
     if (g->rollout) rollout_engine_free(g->rollout);
+    if (g->have_fs) fsdp_free(&g->fs);
+    if (g->have_ref_fs) fsdp_free(&g->ref_fs);
+    free(g->resume_opt);
     if (g->have_ref) { qwen3_model_free(&g->ref_model); param_set_free(&g->ref_params); }
     engine_free(&g->eng);
     qwen3_model_free(&g->model);
@@ -1010,11 +1392,13 @@ static void run_validation(grpo *g, rlc_metrics *m) {
     rlc_metrics_set(m, "timing_s/testing", rlc_now() - t);
 }
 
-int grpo_run(const rlc_train_config *c, int val_only) {
+int grpo_run(const rlc_train_config *c, int val_only) { return grpo_run_dist(c, val_only, NULL); }
+
+int grpo_run_dist(const rlc_train_config *c, int val_only, dist_ctx *dc) {
     grpo g;
-    grpo_setup(&g, c, val_only);
+    grpo_setup(&g, c, val_only, dc);
     char *cfg_path = rlc_path_join(g.run_dir, val_only ? "eval_config.yaml" : "config.yaml");
-    rlc_config_save(c, cfg_path);
+    if (g.root) rlc_config_save(c, cfg_path);
     free(cfg_path);
     fprintf(stdout, "rlc: model %s: %lld parameters, %d layers; BLAS %s, %d threads\n", c->actor_rollout_ref.model.path,
             (long long)g.pl.numel, g.mcfg.num_hidden_layers, g.be.blas_core, g.be.n_threads);
@@ -1022,8 +1406,8 @@ int grpo_run(const rlc_train_config *c, int val_only) {
     rlc_metrics_init(&m);
 
     if (val_only) {
-        run_validation(&g, &m);
-        rlc_metrics_append_jsonl(&m, g.metrics_path);
+        run_validation(&g, &m);   // W > 1: every rank validates the whole set (the same result); rank 0 writes
+        if (g.root) rlc_metrics_append_jsonl(&m, g.metrics_path);
         char *line = rlc_metrics_to_json(&m);
         fprintf(stdout, "%s\n", line);
         free(line);
@@ -1059,6 +1443,30 @@ int grpo_run(const rlc_train_config *c, int val_only) {
         truncate_metrics(&g, -1);   // a fresh run starts a fresh log
     }
 
+    if (g.W > 1) {   // sharded state from the (loaded) full weights; g.params stays as the rollout copy
+        fsdp_init(&g.fs, g.d, &g.pl, g.params.data, &g.eng.cfg.adam);
+        g.have_fs = 1;
+        if (g.resume_opt) g.eng.sched.step = fsdp_load_optimizer(&g.fs, g.resume_opt);
+        fsdp_memory mr = fsdp_memory_report(&g.fs), rr = {0, 0, 0, 0};
+        if (g.have_ref) {   // the reference weights sharded too (frozen state: params only)
+            // the ref pass and the update never overlap: the reference borrows the actor's gather slots
+            fsdp_init_frozen(&g.ref_fs, g.d, &g.pl, g.ref_params.data, &g.fs);
+            g.have_ref_fs = 1;
+            param_set_free(&g.ref_params);
+            for (int b = 0; b < g.pl.n_blocks; b++) g.ref_model.block_w[b] = NULL;
+            g.ref_model.get_block = fsdp_get_block;
+            g.ref_model.get_block_ctx = &g.ref_fs;
+            rr = fsdp_memory_report(&g.ref_fs);
+        }
+        const double MiB = 1024.0 * 1024.0;
+        fprintf(stdout,
+                "rlc: dist: %d ranks; per rank: sharded state %.3f MiB (params+grads+AdamW m,v; one process %.3f MiB), "
+                "gather slots %.3f MiB, full gradient %.3f MiB, rollout weights copy %.3f MiB, reference weights "
+                "shard %.3f MiB + slots %.3f MiB (one process %.3f MiB)\n",
+                g.W, mr.shard_bytes / MiB, mr.unsharded_bytes / MiB, mr.slot_bytes / MiB, mr.full_grad_bytes / MiB,
+                g.pl.numel * 4.0 / MiB, rr.shard_bytes / MiB, rr.slot_bytes / MiB, g.have_ref ? g.pl.numel * 4.0 / MiB : 0.0);
+        fflush(stdout);
+    }
     rollout_config rc;
     rollout_cfg_from(&g, &rc, 0);
     g.rollout = rollout_engine_new(&g.model, &rc);
@@ -1067,7 +1475,7 @@ int grpo_run(const rlc_train_config *c, int val_only) {
     if (c->trainer.val_before_train && g.have_val && g.global_step == 0) {
         run_validation(&g, &m);
         rlc_metrics_set(&m, "training/global_step", 0);
-        rlc_metrics_append_jsonl(&m, g.metrics_path);
+        if (g.root) rlc_metrics_append_jsonl(&m, g.metrics_path);
         console_line(&g, &m);
         rlc_metrics_clear(&m);
     }
@@ -1089,7 +1497,7 @@ int grpo_run(const rlc_train_config *c, int val_only) {
         int last = g.global_step >= g.total_steps;
         if (c->trainer.test_freq > 0 && g.have_val && (g.global_step % c->trainer.test_freq == 0 || last))
             run_validation(&g, &m);
-        rlc_metrics_append_jsonl(&m, g.metrics_path);
+        if (g.root) rlc_metrics_append_jsonl(&m, g.metrics_path);
         console_line(&g, &m);
         rlc_metrics_clear(&m);
     }
@@ -1099,7 +1507,7 @@ int grpo_run(const rlc_train_config *c, int val_only) {
     const char *keys[] = {"critic/score/mean", "val-core/openai/gsm8k/acc/mean@1", "response_length/mean", "actor/kl_loss",
                           "actor/entropy", "actor/grad_norm"};
     char *svg = rlc_path_join(g.run_dir, "curves.svg");
-    plot_metrics_file(g.metrics_path, svg, "rlc GRPO", "training/global_step", keys, 6);
+    if (g.root) plot_metrics_file(g.metrics_path, svg, "rlc GRPO", "training/global_step", keys, 6);
     fprintf(stdout, "rlc: done: %lld steps; metrics %s, curves %s\n", (long long)g.global_step, g.metrics_path, svg);
     free(svg);
     grpo_teardown(&g);
