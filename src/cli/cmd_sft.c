@@ -139,11 +139,11 @@ int cmd_sft(int argc, char **argv) {
         if (root && save_opt) rlc_mkdirs(out);   // optimizer.bin is written before the checkpoint
         dist_sft_train(&dd, &m, &d, &c, &o, &s, &rep);
         printf("rlc sft: %d ranks: received %.3f MB per rank (all-gather %.3f, reduce-scatter %.3f), %.2f s in collectives "
-               "(%.0f%%); sharded state %.2f MiB/rank vs %.2f MiB unsharded, gather slots %.2f MiB, full grad %.2f MiB; "
+               "(%.0f%%); sharded state %.2f MiB/rank vs %.2f MiB unsharded, gather slots %.2f MiB, gradient staging %.2f MiB; "
                "prefetch hits %lld, sync gathers %lld\n", dd.world, rep.comm_bytes / 1e6, rep.allgather_bytes / 1e6,
                rep.reduce_scatter_bytes / 1e6, rep.comm_seconds, s.seconds > 0 ? 100 * rep.comm_seconds / s.seconds : 0,
                rep.mem.shard_bytes / 1048576.0, rep.mem.unsharded_bytes / 1048576.0, rep.mem.slot_bytes / 1048576.0,
-               rep.mem.full_grad_bytes / 1048576.0, (long long)rep.prefetch_hits, (long long)rep.sync_gathers);
+               rep.mem.grad_stage_bytes / 1048576.0, (long long)rep.prefetch_hits, (long long)rep.sync_gathers);
         memset(&e, 0, sizeof e);
     } else {
         sft_train(&m, &d, &c, &s, &e);

@@ -285,6 +285,44 @@ void dist_iallgather_f32(dist_ctx *d, const float *send, float *recv, int64_t n,
     d->comm_seconds += rlc_now() - t0;
 }
 
+void dist_ireduce_scatter_f32(dist_ctx *d, const float *send, float *recv, int64_t n, const char *what, dist_req *r) {
+    double t0 = rlc_now();
+    memset(r, 0, sizeof *r);
+    r->what = what;
+    r->kind = DIST_K_REDUCE_SCATTER;
+    r->t_start = t0;
+#ifdef RLC_WITH_MPI
+    if (d->mpi && d->world > 1) {
+        r->req = rlc_malloc(sizeof(MPI_Request));
+        MPI_CK(d, MPI_Ireduce_scatter_block(send, recv, count_of(d, n, what), MPI_FLOAT, MPI_SUM, COMM(d),
+                                            (MPI_Request *)r->req), what);
+        r->bytes = n * 4 * (d->world - 1);
+        d->comm_seconds += rlc_now() - t0;
+        return;
+    }
+#endif
+    if (recv != send) memmove(recv, send, (size_t)n * sizeof(float));
+    d->comm_seconds += rlc_now() - t0;
+}
+
+int dist_test(dist_ctx *d, dist_req *r) {
+#ifdef RLC_WITH_MPI
+    if (r->req) {
+        double t0 = rlc_now();
+        int done = 0;
+        MPI_CK(d, MPI_Test((MPI_Request *)r->req, &done, MPI_STATUS_IGNORE), r->what);
+        d->comm_seconds += rlc_now() - t0;
+        if (!done) return 0;
+        free(r->req);
+        r->req = NULL;
+        account(d, r->kind, r->bytes);
+    }
+#endif
+    (void)d;
+    (void)r;
+    return 1;
+}
+
 void dist_wait(dist_ctx *d, dist_req *r) {
     double t0 = rlc_now();
 #ifdef RLC_WITH_MPI

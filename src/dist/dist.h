@@ -71,6 +71,12 @@ void dist_allgather_f32(dist_ctx *d, const float *send, float *recv, int64_t n, 
 // Nonblocking form: start, then dist_wait (the watchdog applies). send must stay valid until then.
 void dist_iallgather_f32(dist_ctx *d, const float *send, float *recv, int64_t n, int kind, const char *what, dist_req *r);
 void dist_wait(dist_ctx *d, dist_req *r);
+// Nonblocking reduce-scatter (recv (n) = sum over ranks of send[rank*n ..)); send and recv stay valid until
+// dist_wait / a dist_test that returns 1.
+void dist_ireduce_scatter_f32(dist_ctx *d, const float *send, float *recv, int64_t n, const char *what, dist_req *r);
+// One MPI_Test: progresses the transfer (MPI moves large messages only inside MPI calls) and returns 1 when it
+// is complete (then accounted, like dist_wait). Cheap; call it between compute phases.
+int dist_test(dist_ctx *d, dist_req *r);
 
 int64_t dist_bytes_total(const dist_ctx *d);
 void dist_reset_counters(dist_ctx *d);

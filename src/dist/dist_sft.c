@@ -59,8 +59,8 @@ void dist_sft_train(dist_ctx *d, qwen3_model *m, const sft_dataset *ds, const sf
     fsdp_init(&fs, d, pl, ps->data, &c->adam);
     param_set_free(ps);   // the shards hold the state from here on
     for (int b = 0; b < pl->n_blocks; b++) m->block_w[b] = NULL;
-    m->get_block = fsdp_get_block;
-    m->get_block_ctx = &fs;
+    fsdp_attach(&fs, m, 1);   // weights gathered per block, gradients reduce-scattered per block
+    param_set_free(&e.grads);   // so the engine's full-layout gradient is never used
 
     int64_t start = 0;
     if (o && o->resume_optimizer) {
@@ -145,7 +145,6 @@ void dist_sft_train(dist_ctx *d, qwen3_model *m, const sft_dataset *ds, const sf
         dist_allreduce_i64(d, &K, 1, DIST_MAX, "all-reduce of the micro-batch count");
 
         double t0 = rlc_now();
-        engine_zero_grad(&e);
         double loss = 0;
         int64_t ntok = 0;
         for (int64_t i = 0; i < K; i++) {
@@ -172,7 +171,6 @@ void dist_sft_train(dist_ctx *d, qwen3_model *m, const sft_dataset *ds, const sf
                 _exit(3);
             }
         }
-        fsdp_reduce_grads(&fs, e.grads.data);
         double lr = lr_schedule_current(&e.sched);
         clip_result cr = fsdp_optimizer_step(&fs, lr, c->clip_grad);
         if (!cr.finite && root) rlc_warn("grad_norm is not finite (%g): optimizer step skipped, gradients zeroed", cr.norm);
@@ -216,8 +214,7 @@ void dist_sft_train(dist_ctx *d, qwen3_model *m, const sft_dataset *ds, const sf
     // final weights on rank 0
     if (root) param_set_init(ps, pl);
     fsdp_gather_full(&fs, fs.p, root ? ps->data : NULL, 0);
-    m->get_block = NULL;
-    m->get_block_ctx = NULL;
+    fsdp_detach(m);
     for (int b = 0; b < pl->n_blocks; b++) m->block_w[b] = root ? param_block(ps, b) : NULL;
     if (out) *out = sum;
     fsdp_free(&fs);

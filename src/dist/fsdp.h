@@ -12,10 +12,14 @@
 // forward+backward of a micro-batch), which is identical on every rank, so the collectives always match.
 // The model only uses the pointer of its latest request, which the scheme relies on (qwen3.c).
 //
-// Gradients: the model backward accumulates into the engine's full-layout gradient buffer (one full copy per
-// rank); fsdp_reduce_grads reduce-scatters it block by block into the grad shard at the end of the global
-// batch (one reduce-scatter per step, not per micro-batch). The optimizer steps only the shard; the clip
-// norm is the all-reduced sum of squares of the shards.
+// Gradients: the model backward asks for each block's gradient buffer through its get_grad_block hook
+// (fsdp_grad_block) and says when it is complete (fsdp_grad_done); the block is then reduce-scattered
+// (MPI_Ireduce_scatter_block, overlapping the backward of the next blocks) and the result added into the grad
+// shard. So no rank holds a full-layout gradient: only three staging buffers (one for the vocabulary-sized blocks:
+// the embedding, whose gradient the tied head starts and the embedding backward finishes, and the untied lm_head
+// block; two rotating for the layers, so one block's reduce-scatter overlaps the next block's backward). With
+// K micro-batches this is K reduce-scatters per step (FSDP's choice too: memory over volume). The optimizer steps
+// only the shard; the clip norm is the all-reduced sum of squares of the shards.
 //
 // Checkpoints: fsdp_gather_full assembles a full-layout buffer on rank 0 (HF export, optimizer state in
 // optim.h's file format with full-layout m/v, so any W, and the non-distributed engine_load_state, can
@@ -25,6 +29,7 @@
 
 #include "dist/dist.h"
 #include "model/params.h"
+#include "model/qwen3.h"
 #include "trainer/optim.h"
 
 typedef struct {
@@ -48,7 +53,15 @@ typedef struct {
     dist_req slot_req[2];
     int slot_pending[2];
     int cur;                      // slot of the latest request
-    float *pad;                   // (slot_cap) zero-padded staging for a block's gradient
+    // gradient staging: [0] block 0 (and the untied last block), [1], [2] the layers (rotating)
+    float *gbuf[3];               // (W * s_b) a block's local gradient, zero padded
+    float *grecv[3];              // (s_b) its reduce-scattered piece
+    int64_t gcap[3];              // capacity of gbuf in floats
+    int gblock[3];                // block accumulating in the slot (-1: none)
+    int grs_block[3];             // block whose reduce-scatter is in flight from the slot (-1: none)
+    int64_t grs_seq[3];           // start order of that reduce-scatter
+    dist_req grs_req[3];
+    int64_t grs_count;
     // access-order prediction
     int *trace, *trace_cur;       // (trace_cap) block requests of the last / current pass
     int trace_len, trace_cur_len, trace_cap;
@@ -72,10 +85,19 @@ void fsdp_begin_pass(fsdp_state *f, int another_follows);
 void fsdp_end_pass(fsdp_state *f);
 // Complete any prefetch and forget the gathered blocks (after the parameters change).
 void fsdp_invalidate(fsdp_state *f);
-// Reduce-scatter the full-layout gradient (numel) into f->g (sum over ranks).
-void fsdp_reduce_grads(fsdp_state *f, const float *full_grad);
-// Global-norm clip of the grad shard (all-reduced sum of squares) then AdamW on the shard at lr (skipped,
-// grads zeroed, when the norm is not finite). Invalidates the gathered blocks.
+// The qwen3_model get_grad_block / grad_block_done hooks (ctx = fsdp_state *, not frozen): block b's gradient
+// is accumulated in a staging buffer; when done it is reduce-scattered (nonblocking) and added into f->g. With
+// one rank the buffer is the shard itself.
+float *fsdp_grad_block(void *ctx, int block);
+void fsdp_grad_done(void *ctx, int block);
+// Complete the gradient reduce-scatters in flight (fsdp_optimizer_step does).
+void fsdp_grad_flush(fsdp_state *f);
+// Point the model's weight hook (and, with grads = 1, its gradient hooks) at f; fsdp_detach undoes it.
+void fsdp_attach(fsdp_state *f, qwen3_model *m, int grads);
+void fsdp_detach(qwen3_model *m);
+// Flush the gradient, global-norm clip of the grad shard (all-reduced sum of squares), then AdamW on the shard at
+// lr (skipped when the norm is not finite); the grad shard is zeroed for the next accumulation. Invalidates the
+// gathered blocks.
 clip_result fsdp_optimizer_step(fsdp_state *f, double lr, double max_norm);
 // Assemble the full layout of a shard buffer (shard_numel; f->p, f->m or f->v) on `root` into full (numel;
 // only read on root, may be NULL elsewhere). root < 0: on every rank (the GRPO rollout copy). Collective.
@@ -87,8 +109,8 @@ int64_t fsdp_load_optimizer(fsdp_state *f, const char *path);
 
 typedef struct {
     int64_t shard_bytes;          // params + grads + m + v shards (frozen: params)
-    int64_t slot_bytes;           // two gather slots + gradient staging (frozen: the slots)
-    int64_t full_grad_bytes;      // the engine's full-layout gradient buffer (not sharded, see above)
+    int64_t slot_bytes;           // two gather slots (0 when borrowed)
+    int64_t grad_stage_bytes;     // gradient staging and receive buffers (0 when frozen)
     int64_t unsharded_bytes;      // what 1 rank holds for params + grads + m + v (4 * numel * 4)
 } fsdp_memory;
 fsdp_memory fsdp_memory_report(const fsdp_state *f);

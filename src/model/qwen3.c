@@ -308,6 +308,15 @@ static float *block_ptr(const qwen3_model *m, int b) {
 static void layer_view(const qwen3_model *m, int l, layer_weights *lw) { param_layer_view(m->pl, block_ptr(m, 1 + l), lw); }
 static const float *embed_w(const qwen3_model *m) { return block_ptr(m, 0); }
 static const float *final_norm_w(const qwen3_model *m) { return block_ptr(m, m->pl->n_blocks - 1); }
+// The gradient buffer of block b (qwen3_model.get_grad_block, or the grads set).
+static float *grad_block(const qwen3_model *m, param_set *grads, int b) {
+    float *p = m->get_grad_block ? m->get_grad_block(m->grad_ctx, b) : param_block(grads, b);
+    CHECK(p, "no gradient buffer for block %d", b);
+    return p;
+}
+static void grad_done(const qwen3_model *m, int b) {
+    if (m->grad_block_done) m->grad_block_done(m->grad_ctx, b);
+}
 const float *qwen3_lm_head(const qwen3_model *m) {
     if (m->cfg->tie_word_embeddings) return block_ptr(m, 0);
     return block_ptr(m, m->pl->n_blocks - 1) + m->cfg->hidden_size;
@@ -428,24 +437,28 @@ void qwen3_backward(qwen3_model *m, qwen3_acts *a, const qwen3_batch *b, const i
     CHECK(a && a->have_forward && a->have_head && a->T == b->T,
           "qwen3_backward needs qwen3_forward and qwen3_logprob with acts on the same batch first");
     CHECK(temperature == a->head_temperature, "temperature %g != forward's %g", temperature, a->head_temperature);
-    CHECK(grads->layout->numel == m->pl->numel, "grads layout: %lld != %lld elements", (long long)grads->layout->numel,
-          (long long)m->pl->numel);
+    CHECK(m->get_grad_block || (grads && grads->layout->numel == m->pl->numel), "grads layout: %lld != %lld elements",
+          grads ? (long long)grads->layout->numel : -1LL, (long long)m->pl->numel);
     dims d = dims_of(m->cfg);
+    const int nb = m->pl->n_blocks, tied = m->cfg->tie_word_embeddings;
     const int64_t T = b->T, H = d.H, I = d.I, QD = d.QD, KD = d.KD;
     const int nh = (int)d.nh, nkv = (int)d.nkv, D = (int)d.D;
 
     // head, then final norm
     zero_par(a->dhid, T * H);
-    logprob_head_backward_ent(a->dhid, param_lm_head(grads), dlogp, dentropy, a->have_ent ? a->head_ent : NULL, a->hidden,
-                              qwen3_lm_head(m), targets, a->head_lse, T, H, d.V, temperature);
+    const float *w_head = qwen3_lm_head(m);
+    float *g_head = tied ? grad_block(m, grads, 0) : grad_block(m, grads, nb - 1) + H;
+    logprob_head_backward_ent(a->dhid, g_head, dlogp, dentropy, a->have_ent ? a->head_ent : NULL, a->hidden,
+                              w_head, targets, a->head_lse, T, H, d.V, temperature);
     float *dx = a->dx, *dh = a->dh;
     zero_par(dx, T * H);
-    rmsnorm_backward(dx, param_final_norm(grads), a->dhid, a->x_final, final_norm_w(m), a->rstd_f, T, H);
+    rmsnorm_backward(dx, grad_block(m, grads, nb - 1), a->dhid, a->x_final, final_norm_w(m), a->rstd_f, T, H);
+    grad_done(m, nb - 1);
 
     layer_weights lw, gw;
     for (int l = (int)d.L - 1; l >= 0; l--) {
         layer_view(m, l, &lw);
-        param_layer_view(grads->layout, param_block(grads, 1 + l), &gw);
+        param_layer_view(m->pl, grad_block(m, grads, 1 + l), &gw);
         layer_acts *la = &a->la[l];
         if (a->mode != CKPT_NONE) layer_forward(m, &lw, la, NULL, b, a->mode == CKPT_FULL);
 
@@ -482,8 +495,10 @@ void qwen3_backward(qwen3_model *m, qwen3_acts *a, const qwen3_batch *b, const i
         mm_bwd_w(gw.wk, dk_pre, la->h1, T, H, KD);
         mm_bwd_w(gw.wv, dv, la->h1, T, H, KD);
         rmsnorm_backward(dx, gw.in_norm, dh, la->x_in, lw.in_norm, la->rstd1, T, H);
+        grad_done(m, 1 + l);
     }
-    embedding_backward(param_embed(grads), dx, b->tokens, T, H);
+    embedding_backward(grad_block(m, grads, 0), dx, b->tokens, T, H);
+    grad_done(m, 0);
 }
 
 // ---- per-layer pieces for the rollout engine ------------------------------------------------------------------

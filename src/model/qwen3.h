@@ -20,6 +20,14 @@ typedef struct qwen3_ws qwen3_ws;   // inference scratch (opaque, grows on deman
 // data-parallel layer either repoints block_w[b] at a gathered copy, or sets get_block, which is called
 // right before block b is used (forward, recompute and backward) and returns its base pointer.
 typedef float *(*qwen3_get_block_fn)(void *ctx, int block);
+// Where the backward accumulates block b's gradient. By default into the `grads` set passed to qwen3_backward.
+// A data-parallel layer sets get_grad_block (base of a buffer with block b's layout; the backward adds to it)
+// and grad_block_done (the backward will not touch block b's gradient again in this pass), so it can
+// reduce-scatter each block as soon as it is complete and never hold a full-layout gradient. Order within one
+// backward: the lm_head block (0 when tied, else L+1), the final norm block L+1 (done), layers L-1..0 (blocks
+// L..1, each done after its own backward), the embedding block 0 (done last).
+typedef float *(*qwen3_grad_block_fn)(void *ctx, int block);
+typedef void (*qwen3_grad_done_fn)(void *ctx, int block);
 
 typedef struct {
     const param_layout *pl;
@@ -30,6 +38,9 @@ typedef struct {
     float **block_w;             // (pl->n_blocks) base of each block's weights (layer l = block 1+l)
     qwen3_get_block_fn get_block;  // NULL: use block_w
     void *get_block_ctx;
+    qwen3_grad_block_fn get_grad_block;  // NULL: accumulate into qwen3_backward's grads
+    qwen3_grad_done_fn grad_block_done;  // may be NULL
+    void *grad_ctx;
     qwen3_ws *ws;                // scratch of the inference path and the per-layer pieces (not thread safe)
 } qwen3_model;
 
@@ -69,7 +80,8 @@ void qwen3_forward(qwen3_model *m, qwen3_acts *a, const qwen3_batch *b, float *h
 // builds (T, V) logits. With `a`, saves the head's lse for the backward.
 void qwen3_logprob(qwen3_model *m, qwen3_acts *a, const qwen3_batch *b, const int32_t *targets, float temperature,
                    float *logp, float *entropy);
-// Backward seeded by dlogp (T) and dentropy (T, or NULL): accumulates (+=) into grads (same layout as params).
+// Backward seeded by dlogp (T) and dentropy (T, or NULL): accumulates (+=) into grads (same layout as params),
+// or through m->get_grad_block when set (grads may then be NULL).
 void qwen3_backward(qwen3_model *m, qwen3_acts *a, const qwen3_batch *b, const int32_t *targets, float temperature,
                     const float *dlogp, const float *dentropy, param_set *grads);
 

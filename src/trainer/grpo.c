@@ -697,8 +697,7 @@ static void update_actor_dist(grpo *g, const step_batch *sb, rlc_metrics *m) {
     rlc_actor_metrics_init(&am);
     int n_nonfinite = 0;
     qwen3_model *mod = &g->model;
-    mod->get_block = fsdp_get_block;   // the update runs on the shards (ZeRO-3); the full copy is for rollout
-    mod->get_block_ctx = &g->fs;
+    fsdp_attach(&g->fs, mod, 1);   // the update runs on the shards (ZeRO-3); the full copy is for rollout
     for (int64_t ep = 0; ep < ac->ppo_epochs; ep++) {
         for (int i = 0; i < B; i++) order[i] = i;
         if (ac->shuffle) {   // the same order as one process
@@ -733,8 +732,7 @@ static void update_actor_dist(grpo *g, const step_batch *sb, rlc_metrics *m) {
             dist_allreduce_f64(d, &N, 1, DIST_SUM, "all-reduce of the mini-batch loss-token count");
             int64_t K = nmb;
             dist_allreduce_i64(d, &K, 1, DIST_MAX, "all-reduce of the micro-batch count");
-            engine_zero_grad(&g->eng);
-            for (int64_t i = 0; i < K; i++) {
+            for (int64_t i = 0; i < K; i++) {   // (the grad shard is 0: fsdp_optimizer_step consumed the last one)
                 engine_fb_stats st;
                 fsdp_begin_pass(&g->fs, i + 1 < K);
                 if (i < nmb) {
@@ -750,7 +748,6 @@ static void update_actor_dist(grpo *g, const step_batch *sb, rlc_metrics *m) {
                 }
                 fsdp_end_pass(&g->fs);
             }
-            fsdp_reduce_grads(&g->fs, g->eng.grads.data);
             clip_result cr = fsdp_optimizer_step(&g->fs, lr_schedule_current(&g->eng.sched), g->eng.cfg.clip_grad);
             if (!cr.finite) n_nonfinite++;
             // this mini-batch's micro-batch metrics over all ranks (losses: global shares, summed; the clip
@@ -764,8 +761,7 @@ static void update_actor_dist(grpo *g, const step_batch *sb, rlc_metrics *m) {
             packed_rows_free(&p);
         }
     }
-    mod->get_block = NULL;
-    mod->get_block_ctx = NULL;
+    fsdp_detach(mod);
     // The rollout copy of the weights (and the HF checkpoint): every rank all-gathers the updated shards
     // (here rather than in update_weights because save_checkpoint, between the two, writes them).
     double t0 = rlc_now();
@@ -1446,6 +1442,7 @@ int grpo_run_dist(const rlc_train_config *c, int val_only, dist_ctx *dc) {
     if (g.W > 1) {   // sharded state from the (loaded) full weights; g.params stays as the rollout copy
         fsdp_init(&g.fs, g.d, &g.pl, g.params.data, &g.eng.cfg.adam);
         g.have_fs = 1;
+        param_set_free(&g.eng.grads);   // gradients are reduce-scattered per block into the shard (fsdp_grad_block)
         if (g.resume_opt) g.eng.sched.step = fsdp_load_optimizer(&g.fs, g.resume_opt);
         fsdp_memory mr = fsdp_memory_report(&g.fs), rr = {0, 0, 0, 0};
         if (g.have_ref) {   // the reference weights sharded too (frozen state: params only)
@@ -1454,16 +1451,15 @@ int grpo_run_dist(const rlc_train_config *c, int val_only, dist_ctx *dc) {
             g.have_ref_fs = 1;
             param_set_free(&g.ref_params);
             for (int b = 0; b < g.pl.n_blocks; b++) g.ref_model.block_w[b] = NULL;
-            g.ref_model.get_block = fsdp_get_block;
-            g.ref_model.get_block_ctx = &g.ref_fs;
+            fsdp_attach(&g.ref_fs, &g.ref_model, 0);
             rr = fsdp_memory_report(&g.ref_fs);
         }
         const double MiB = 1024.0 * 1024.0;
         fprintf(stdout,
                 "rlc: dist: %d ranks; per rank: sharded state %.3f MiB (params+grads+AdamW m,v; one process %.3f MiB), "
-                "gather slots %.3f MiB, full gradient %.3f MiB, rollout weights copy %.3f MiB, reference weights "
+                "gather slots %.3f MiB, gradient staging %.3f MiB, rollout weights copy %.3f MiB, reference weights "
                 "shard %.3f MiB + slots %.3f MiB (one process %.3f MiB)\n",
-                g.W, mr.shard_bytes / MiB, mr.unsharded_bytes / MiB, mr.slot_bytes / MiB, mr.full_grad_bytes / MiB,
+                g.W, mr.shard_bytes / MiB, mr.unsharded_bytes / MiB, mr.slot_bytes / MiB, mr.grad_stage_bytes / MiB,
                 g.pl.numel * 4.0 / MiB, rr.shard_bytes / MiB, rr.slot_bytes / MiB, g.have_ref ? g.pl.numel * 4.0 / MiB : 0.0);
         fflush(stdout);
     }
