@@ -49,8 +49,8 @@ void dist_sft_train(dist_ctx *d, qwen3_model *m, const sft_dataset *ds, const sf
     const int B = c->batch_size, Bl = B / W;
     const int64_t per_epoch = ds->n / B;
     engine e;
+    ec.no_state = 1;   // params, gradient and moments live in the fsdp shards; the engine only runs forward/backward
     engine_init(&e, m, &ec);
-    adamw_free(&e.opt);   // the moments live in the fsdp shards; the engine only runs forward/backward here
 
     const param_layout *pl = m->pl;
     param_set *ps = m->params;
@@ -60,7 +60,6 @@ void dist_sft_train(dist_ctx *d, qwen3_model *m, const sft_dataset *ds, const sf
     param_set_free(ps);   // the shards hold the state from here on
     for (int b = 0; b < pl->n_blocks; b++) m->block_w[b] = NULL;
     fsdp_attach(&fs, m, 1);   // weights gathered per block, gradients reduce-scattered per block
-    param_set_free(&e.grads);   // so the engine's full-layout gradient is never used
 
     int64_t start = 0;
     if (o && o->resume_optimizer) {

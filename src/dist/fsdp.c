@@ -89,7 +89,8 @@ static void init_common(fsdp_state *f, dist_ctx *d, const param_layout *pl, cons
     scatter_from_full(f, full, f->p);
     f->slot_cap = W > 1 ? (int64_t)W * smax : 0;
     for (int i = 0; i < 2; i++) {
-        f->slot[i] = W > 1 && !borrow ? rlc_alloc_zero((size_t)f->slot_cap * sizeof(float)) : NULL;
+        // the actor's slots now; a frozen state's on first use (or never: fsdp_share_slots)
+        f->slot[i] = W > 1 && !frozen ? rlc_alloc_zero((size_t)f->slot_cap * sizeof(float)) : NULL;
         f->slot_block[i] = -1;
     }
     for (int i = 0; i < 3; i++) {
@@ -107,6 +108,15 @@ static void init_common(fsdp_state *f, dist_ctx *d, const param_layout *pl, cons
     f->trace_cur = rlc_malloc((size_t)f->trace_cap * sizeof(int));
 }
 
+void fsdp_share_slots(fsdp_state *f, const fsdp_state *from) {
+    CHECK(f->frozen && from->d == f->d && from->slot_cap == f->slot_cap, "fsdp: shared slots of another layout");
+    fsdp_invalidate(f);
+    if (!f->slots_borrowed) { rlc_free(f->slot[0]); rlc_free(f->slot[1]); }
+    f->slot[0] = from->slot[0];
+    f->slot[1] = from->slot[1];
+    f->slots_borrowed = 1;
+}
+
 void fsdp_free(fsdp_state *f) {
     fsdp_invalidate(f);
     if (!f->frozen) fsdp_grad_flush(f);
@@ -119,8 +129,18 @@ void fsdp_free(fsdp_state *f) {
 
 static void progress(fsdp_state *f);
 
+// Gather slot i, allocated on first use.
+static float *slot_buf(fsdp_state *f, int i) {
+    if (!f->slot[i]) {
+        CHECK(!f->slots_borrowed, "fsdp: borrowed gather slot %d missing", i);
+        f->slot[i] = rlc_alloc_zero((size_t)f->slot_cap * sizeof(float));
+    }
+    return f->slot[i];
+}
+
 static void start_gather(fsdp_state *f, int slot, int b) {
     CHECK(!f->slot_pending[slot], "fsdp: slot %d busy", slot);
+    slot_buf(f, slot);
     dist_iallgather_f32(f->d, f->p + f->shard_off[b], f->slot[slot], f->shard_len[b], DIST_K_ALLGATHER,
                         "all-gather of a parameter block", &f->slot_req[slot]);
     f->slot_block[slot] = b;
@@ -291,7 +311,7 @@ void fsdp_gather_full(fsdp_state *f, const float *shard, float *full, int root) 
             if (full) memcpy(full + f->pl->block_off[b], shard + f->shard_off[b], (size_t)n * sizeof(float));
             continue;
         }
-        dist_allgather_f32(f->d, shard + f->shard_off[b], f->slot[0], f->shard_len[b],
+        dist_allgather_f32(f->d, shard + f->shard_off[b], slot_buf(f, 0), f->shard_len[b],
                            root < 0 ? "all-gather of a block to every rank" : "gather of a block to rank 0");
         if ((root < 0 || f->d->rank == root) && full) memcpy(full + f->pl->block_off[b], f->slot[0], (size_t)n * sizeof(float));
     }

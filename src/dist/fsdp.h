@@ -77,6 +77,9 @@ void fsdp_init(fsdp_state *f, dist_ctx *d, const param_layout *pl, const float *
 // states must then never be in use at once, and each is left invalidated (fsdp_invalidate) after its passes.
 void fsdp_init_frozen(fsdp_state *f, dist_ctx *d, const param_layout *pl, const float *full, const fsdp_state *slots_from);
 void fsdp_free(fsdp_state *f);
+// Make frozen state f use `from`'s gather slots (same layout and ctx), freeing its own: the two must never be in
+// use at once (f is then as if fsdp_init_frozen(..., from)).
+void fsdp_share_slots(fsdp_state *f, const fsdp_state *from);
 // The qwen3_model get_block hook (ctx = fsdp_state *).
 float *fsdp_get_block(void *ctx, int block);
 // another_follows: a pass with the same weights follows this one (the next micro-batch), so this pass's last

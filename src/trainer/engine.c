@@ -23,8 +23,13 @@ void engine_init(engine *e, qwen3_model *model, const engine_config *cfg) {
     e->cfg = *cfg;
     e->model = model;
     if (!(cfg->temperature > 0) || !isfinite(cfg->temperature)) rlc_die("engine: temperature %g must be > 0", cfg->temperature);
-    param_set_init(&e->grads, model->pl);
-    adamw_init(&e->opt, model->pl, &cfg->adam);
+    if (cfg->no_state) {   // never touch P-sized buffers a sharded run does not use (they would count in its peak)
+        e->grads.layout = model->pl;
+        e->grads.data = NULL;
+    } else {
+        param_set_init(&e->grads, model->pl);
+        adamw_init(&e->opt, model->pl, &cfg->adam);
+    }
     lr_schedule_init(&e->sched, cfg->lr_sched, cfg->lr, cfg->warmup_steps, cfg->total_steps, cfg->min_lr);
 }
 

@@ -73,6 +73,8 @@ typedef struct {
     double clip_grad;            // global-norm max; <= 0 disables clipping (the norm is still reported)
     ckpt_mode ckpt;              // activation checkpointing
     float temperature;           // logits / temperature in the log-prob head (1.0)
+    int no_state;                // 1: no gradient or AdamW buffers (a data-parallel layer holds them, sharded);
+                                 // only engine_forward_backward with model gradient hooks, never the optimizer
 } engine_config;
 void engine_config_default(engine_config *c);   // verl defaults: lr 1e-6, wd 0.01, clip 1.0, constant
 

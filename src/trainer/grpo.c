@@ -1353,8 +1353,8 @@ static void grpo_setup(grpo *g, const rlc_train_config *c, int val_only, dist_ct
     // into it, only the warmup derived from it (spec §7).
     ec.total_steps = !strcmp(c->model_engine, "torchtitan") ? 10000 : horizon;
     ec.warmup_steps = lr_resolve_warmup(ac->optim.lr_warmup_steps, ac->optim.lr_warmup_steps_ratio, horizon);
+    ec.no_state = g->W > 1;   // the gradient and the moments live in the fsdp shards (grpo_run_dist)
     engine_init(&g->eng, &g->model, &ec);
-    if (g->W > 1) adamw_free(&g->eng.opt);   // the moments live in the fsdp shards (grpo_run_dist)
 
     g->have_ref = !val_only && (ac->use_kl_loss || c->algorithm.use_kl_in_reward);
     if (g->have_ref) {   // frozen copy of the initial weights
@@ -1440,20 +1440,22 @@ int grpo_run_dist(const rlc_train_config *c, int val_only, dist_ctx *dc) {
     }
 
     if (g.W > 1) {   // sharded state from the (loaded) full weights; g.params stays as the rollout copy
-        fsdp_init(&g.fs, g.d, &g.pl, g.params.data, &g.eng.cfg.adam);
-        g.have_fs = 1;
-        param_set_free(&g.eng.grads);   // gradients are reduce-scattered per block into the shard (fsdp_grad_block)
-        if (g.resume_opt) g.eng.sched.step = fsdp_load_optimizer(&g.fs, g.resume_opt);
-        fsdp_memory mr = fsdp_memory_report(&g.fs), rr = {0, 0, 0, 0};
-        if (g.have_ref) {   // the reference weights sharded too (frozen state: params only)
-            // the ref pass and the update never overlap: the reference borrows the actor's gather slots
-            fsdp_init_frozen(&g.ref_fs, g.d, &g.pl, g.ref_params.data, &g.fs);
+        fsdp_memory mr, rr = {0, 0, 0, 0};
+        if (g.have_ref) {   // the reference weights sharded too (frozen state: params only), first, so that its
+            // full copy is gone before the actor's shards exist (the peak at start)
+            fsdp_init_frozen(&g.ref_fs, g.d, &g.pl, g.ref_params.data, NULL);
             g.have_ref_fs = 1;
             param_set_free(&g.ref_params);
             for (int b = 0; b < g.pl.n_blocks; b++) g.ref_model.block_w[b] = NULL;
             fsdp_attach(&g.ref_fs, &g.ref_model, 0);
-            rr = fsdp_memory_report(&g.ref_fs);
         }
+        fsdp_init(&g.fs, g.d, &g.pl, g.params.data, &g.eng.cfg.adam);
+        g.have_fs = 1;
+        // the ref pass and the update never overlap: the reference uses the actor's gather slots
+        if (g.have_ref) fsdp_share_slots(&g.ref_fs, &g.fs);
+        if (g.have_ref) rr = fsdp_memory_report(&g.ref_fs);
+        mr = fsdp_memory_report(&g.fs);
+        if (g.resume_opt) g.eng.sched.step = fsdp_load_optimizer(&g.fs, g.resume_opt);
         const double MiB = 1024.0 * 1024.0;
         fprintf(stdout,
                 "rlc: dist: %d ranks; per rank: sharded state %.3f MiB (params+grads+AdamW m,v; one process %.3f MiB), "
