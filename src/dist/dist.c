@@ -250,27 +250,22 @@ void dist_bcast(dist_ctx *d, void *buf, size_t bytes, int root, const char *what
 }
 
 void dist_reduce_scatter_f32(dist_ctx *d, const float *send, float *recv, int64_t n, const char *what) {
-    double t0 = rlc_now();
-#ifdef RLC_WITH_MPI
-    if (d->mpi && d->world > 1) {
-        MPI_Request r;
-        MPI_CK(d, MPI_Ireduce_scatter_block(send, recv, count_of(d, n, what), MPI_FLOAT, MPI_SUM, COMM(d), &r), what);
-        wait_req(d, &r, what);
-        account(d, DIST_K_REDUCE_SCATTER, n * 4 * (d->world - 1));
-        d->comm_seconds += rlc_now() - t0;
-        return;
-    }
-#endif
-    if (recv != send) memmove(recv, send, (size_t)n * sizeof(float));
-    d->comm_seconds += rlc_now() - t0;
+    dist_req r;
+    dist_ireduce_scatter_f32(d, send, recv, n, what, &r);
+    dist_wait(d, &r);
 }
 
-void dist_iallgather_f32(dist_ctx *d, const float *send, float *recv, int64_t n, int kind, const char *what, dist_req *r) {
-    double t0 = rlc_now();
+// Start a request record; the transfer itself is the caller's.
+static double req_begin(dist_req *r, int kind, const char *what) {
     memset(r, 0, sizeof *r);
     r->what = what;
     r->kind = kind;
-    r->t_start = t0;
+    r->t_start = rlc_now();
+    return r->t_start;
+}
+
+void dist_iallgather_f32(dist_ctx *d, const float *send, float *recv, int64_t n, int kind, const char *what, dist_req *r) {
+    double t0 = req_begin(r, kind, what);
 #ifdef RLC_WITH_MPI
     if (d->mpi && d->world > 1) {
         r->req = rlc_malloc(sizeof(MPI_Request));
@@ -286,11 +281,7 @@ void dist_iallgather_f32(dist_ctx *d, const float *send, float *recv, int64_t n,
 }
 
 void dist_ireduce_scatter_f32(dist_ctx *d, const float *send, float *recv, int64_t n, const char *what, dist_req *r) {
-    double t0 = rlc_now();
-    memset(r, 0, sizeof *r);
-    r->what = what;
-    r->kind = DIST_K_REDUCE_SCATTER;
-    r->t_start = t0;
+    double t0 = req_begin(r, DIST_K_REDUCE_SCATTER, what);
 #ifdef RLC_WITH_MPI
     if (d->mpi && d->world > 1) {
         r->req = rlc_malloc(sizeof(MPI_Request));

@@ -42,15 +42,10 @@ void fsdp_init(fsdp_state *f, dist_ctx *d, const param_layout *pl, const float *
     init_common(f, d, pl, full, h, 0);
 }
 
-void fsdp_init_frozen(fsdp_state *f, dist_ctx *d, const param_layout *pl, const float *full, const fsdp_state *slots_from) {
+void fsdp_init_frozen(fsdp_state *f, dist_ctx *d, const param_layout *pl, const float *full) {
     adamw_hparams h;
     memset(&h, 0, sizeof h);
-    init_common(f, d, pl, full, &h, slots_from ? 2 : 1);
-    if (slots_from) {
-        CHECK(slots_from->d == d && slots_from->slot_cap == f->slot_cap, "fsdp: borrowed slots of another layout");
-        f->slot[0] = slots_from->slot[0];
-        f->slot[1] = slots_from->slot[1];
-    }
+    init_common(f, d, pl, full, &h, 1);
 }
 
 static void init_common(fsdp_state *f, dist_ctx *d, const param_layout *pl, const float *full, const adamw_hparams *h,
@@ -78,10 +73,7 @@ static void init_common(fsdp_state *f, dist_ctx *d, const param_layout *pl, cons
     f->shard_off[f->nb] = off;
     f->shard_numel = off;
     size_t bytes = (size_t)(off > 0 ? off : 1) * sizeof(float);
-    const int borrow = frozen == 2;   // the gather slots come from another state (fsdp_init_frozen)
-    frozen = frozen != 0;
     f->frozen = frozen;
-    f->slots_borrowed = borrow;
     f->p = rlc_alloc(bytes);
     f->g = frozen ? NULL : rlc_alloc_zero(bytes);
     f->m = frozen ? NULL : rlc_alloc_zero(bytes);

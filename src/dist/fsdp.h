@@ -43,7 +43,7 @@ typedef struct {
     float *g;                     // (shard_numel) gradient shard (reduce-scattered)
     float *m, *v;                 // (shard_numel) AdamW moments
     int frozen;                   // 1: parameters only (g, m, v, pad NULL): a frozen model (GRPO's reference)
-    int slots_borrowed;           // 1: slot[] belong to another state (not freed here)
+    int slots_borrowed;           // 1: slot[] belong to another state (fsdp_share_slots; not freed here)
     int64_t opt_step;             // AdamW steps taken
     adamw_hparams h;
     // gather slots
@@ -72,13 +72,12 @@ typedef struct {
 
 // Copy this rank's pieces of full (numel, or NULL: zeros) into a new state. d->world ranks.
 void fsdp_init(fsdp_state *f, dist_ctx *d, const param_layout *pl, const float *full, const adamw_hparams *h);
-// Parameters only, for a frozen model run through fsdp_get_block (no gradient, no optimizer state).
-// slots_from (or NULL): use that state's gather slots instead of allocating two (same layout and ctx); the two
-// states must then never be in use at once, and each is left invalidated (fsdp_invalidate) after its passes.
-void fsdp_init_frozen(fsdp_state *f, dist_ctx *d, const param_layout *pl, const float *full, const fsdp_state *slots_from);
+// Parameters only, for a frozen model run through fsdp_get_block (no gradient, no optimizer state). Its gather
+// slots are allocated on first use, unless fsdp_share_slots gives it another state's first.
+void fsdp_init_frozen(fsdp_state *f, dist_ctx *d, const param_layout *pl, const float *full);
 void fsdp_free(fsdp_state *f);
-// Make frozen state f use `from`'s gather slots (same layout and ctx), freeing its own: the two must never be in
-// use at once (f is then as if fsdp_init_frozen(..., from)).
+// Make frozen state f use `from`'s gather slots (same layout and ctx), freeing its own if any: the two states must
+// then never be in use at once, and each is left invalidated (fsdp_invalidate) after its passes.
 void fsdp_share_slots(fsdp_state *f, const fsdp_state *from);
 // The qwen3_model get_block hook (ctx = fsdp_state *).
 float *fsdp_get_block(void *ctx, int block);

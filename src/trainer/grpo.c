@@ -1443,7 +1443,7 @@ int grpo_run_dist(const rlc_train_config *c, int val_only, dist_ctx *dc) {
         fsdp_memory mr, rr = {0, 0, 0, 0};
         if (g.have_ref) {   // the reference weights sharded too (frozen state: params only), first, so that its
             // full copy is gone before the actor's shards exist (the peak at start)
-            fsdp_init_frozen(&g.ref_fs, g.d, &g.pl, g.ref_params.data, NULL);
+            fsdp_init_frozen(&g.ref_fs, g.d, &g.pl, g.ref_params.data);
             g.have_ref_fs = 1;
             param_set_free(&g.ref_params);
             for (int b = 0; b < g.pl.n_blocks; b++) g.ref_model.block_w[b] = NULL;
