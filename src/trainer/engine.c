@@ -142,7 +142,10 @@ static qwen3_batch micro_batch(engine *e, const engine_batch *b, int s0, int s1)
     return qb;
 }
 
-void engine_zero_grad(engine *e) { memset(e->grads.data, 0, (size_t)e->grads.layout->numel * sizeof(float)); }
+void engine_zero_grad(engine *e) {
+    CHECK(e->grads.data, "engine_zero_grad on an engine without state (engine_config.no_state)");
+    memset(e->grads.data, 0, (size_t)e->grads.layout->numel * sizeof(float));
+}
 
 void engine_forward_backward(engine *e, const engine_batch *b, const engine_mb *mb, int want_entropy,
                              engine_loss_fn fn, void *user, double global_tokens, engine_fb_stats *st) {
@@ -189,6 +192,7 @@ void engine_forward_backward(engine *e, const engine_batch *b, const engine_mb *
 }
 
 engine_opt_result engine_optimizer_step(engine *e) {
+    CHECK(e->grads.data, "engine_optimizer_step on an engine without state (engine_config.no_state)");
     engine_opt_result r;
     const int64_t n = e->grads.layout->numel;
     clip_result c = grad_clip_finish(grad_sumsq(e->grads.data, n), e->cfg.clip_grad);

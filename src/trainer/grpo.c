@@ -1452,8 +1452,10 @@ int grpo_run_dist(const rlc_train_config *c, int val_only, dist_ctx *dc) {
         fsdp_init(&g.fs, g.d, &g.pl, g.params.data, &g.eng.cfg.adam);
         g.have_fs = 1;
         // the ref pass and the update never overlap: the reference uses the actor's gather slots
-        if (g.have_ref) fsdp_share_slots(&g.ref_fs, &g.fs);
-        if (g.have_ref) rr = fsdp_memory_report(&g.ref_fs);
+        if (g.have_ref) {
+            fsdp_share_slots(&g.ref_fs, &g.fs);
+            rr = fsdp_memory_report(&g.ref_fs);
+        }
         mr = fsdp_memory_report(&g.fs);
         if (g.resume_opt) g.eng.sched.step = fsdp_load_optimizer(&g.fs, g.resume_opt);
         const double MiB = 1024.0 * 1024.0;
