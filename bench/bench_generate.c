@@ -7,7 +7,7 @@
 // weight bytes per token; and PyTorch's KV-cache decode (bench/torch_decode.py, batch 1 and 16) in the same
 // run. Never pass/fail.
 //
-// usage: bench_generate [--new N] [--reps R] [--threads T] [--bf16] [--no-torch] [--torch-new N] [--skip64]
+// usage: bench_generate [--new N] [--reps R] [--threads T] [--bf16] [--no-torch] [--torch-new N] [--skip64] [--only 0|1|2]
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -148,7 +148,7 @@ static double torch_tok_s(int batch, int new_tokens, int threads, double *ttft) 
 
 int main(int argc, char **argv) {
     backend_fix_blas_coretype(argc, argv);
-    int new_tokens = 256, reps = 1, threads = 0, bf16 = 0, torch = 1, torch_new = 24, skip64 = 0;
+    int new_tokens = 256, reps = 1, threads = 0, bf16 = 0, torch = 1, torch_new = 24, skip64 = 0, only = -1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--new") && i + 1 < argc) new_tokens = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
@@ -157,6 +157,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--bf16")) bf16 = 1;
         else if (!strcmp(argv[i], "--no-torch")) torch = 0;
         else if (!strcmp(argv[i], "--skip64")) skip64 = 1;
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = atoi(argv[++i]);   // 0, 1, 2: one scenario
         else rlc_die("bench_generate: unknown argument '%s'", argv[i]);
     }
     if (reps < 1 || reps > 9) rlc_die("bench_generate: --reps must be 1..9");
@@ -182,6 +183,7 @@ int main(int argc, char **argv) {
     const int n_sc = skip64 ? 2 : 3;
     for (int b16 = 0; b16 <= bf16; b16++)
         for (int i = 0; i < n_sc; i++) {
+            if (only >= 0 && i != only) continue;
             double tk[9], tt[9];
             for (int r = 0; r < reps; r++) {
                 run_stats st = run(&m, sc[i].np, sc[i].n, new_tokens, b16, kv);

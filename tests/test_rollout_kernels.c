@@ -24,8 +24,9 @@ static float *rnd(tl_rng *r, int64_t n, float std) {
 static void test_rowgemm(void) {
     tl_rng r;
     tl_rng_init(&r, 11);
-    // shapes with C tails (C % 16 != 0), OC tails (OC % 8, % 4 != 0), T tails (T % 6 != 0), multi-chunk T
-    const int64_t shapes[][3] = {{1, 64, 40}, {5, 100, 37}, {13, 1024, 129}, {2, 17, 3}, {300, 520, 70}, {64, 256, 256}};
+    // shapes with C tails (C % 16, % 128 != 0), OC tails (OC % 32 != 0, < 16), T tails (T % 12 != 0), multi-chunk T (> 96)
+    const int64_t shapes[][3] = {{1, 64, 40}, {5, 100, 37}, {13, 1024, 129}, {2, 17, 3}, {300, 520, 70}, {64, 256, 256},
+                                 {97, 300, 33}, {25, 3072, 48}};
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const int64_t T = shapes[si][0], C = shapes[si][1], OC = shapes[si][2];
         float *x = rnd(&r, T * C, 1.f), *w = rnd(&r, OC * C, 1.f / sqrtf((float)C));
@@ -36,6 +37,16 @@ static void test_rowgemm(void) {
         snprintf(name, sizeof name, "rowgemm T=%lld C=%lld OC=%lld", (long long)T, (long long)C, (long long)OC);
         // fp32 dot products of length C vs double: rel err ~ sqrt(C) * 2^-24 scaled; 1e-5 leaves margin
         tl_check_close(name, o, o_ref, T * OC, 1e-5);
+        // the vector path computes exactly the scalar fmaf chain that defines the arithmetic
+        float *o_sc = rlc_alloc((size_t)(T * OC) * 4);
+        rowgemm_forward_scalar(o_sc, OC, x, w, T, C, OC, 0);
+        snprintf(name, sizeof name, "rowgemm == scalar fmaf chain bitwise T=%lld C=%lld OC=%lld", (long long)T, (long long)C, (long long)OC);
+        TL_CHECK(!memcmp(o, o_sc, (size_t)(T * OC) * 4), "%s", name);
+        for (int64_t i = 0; i < T * OC; i++) o[i] = o_sc[i] = 0.25f;
+        rowgemm_forward(o, OC, x, w, T, C, OC, 1);
+        rowgemm_forward_scalar(o_sc, OC, x, w, T, C, OC, 1);
+        TL_CHECK(!memcmp(o, o_sc, (size_t)(T * OC) * 4), "rowgemm accumulate == scalar chain bitwise (T=%lld)", (long long)T);
+        rlc_free(o_sc);
         // accumulate: out += x w^T
         for (int64_t i = 0; i < T * OC; i++) o[i] = o_ref[i] = 0.5f;
         rowgemm_forward(o, OC, x, w, T, C, OC, 1);

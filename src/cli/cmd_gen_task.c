@@ -12,7 +12,7 @@
 
 static const char *USAGE =
     "rlc gen-task --out FILE.jsonl [--n N] [--seed S] [--offset K] [--min-steps A] [--max-steps B] "
-    "[--max-operand M] [--no-mul-div] [--format gsm8k|sft]";
+    "[--max-operand M] [--no-mul-div] [--format gsm8k|sft] [--answer-only F]";
 
 int cmd_gen_task(int argc, char **argv) {
     cli_args a;
@@ -31,6 +31,16 @@ int cmd_gen_task(int argc, char **argv) {
     int sft = 0;
     if (fmt && !strcmp(fmt, "sft")) sft = 1;
     else if (fmt && strcmp(fmt, "gsm8k") != 0) rlc_die("gen-task: --format must be gsm8k or sft, got '%s'", fmt);
+    // sft only: the fraction of responses written as the bare final line "#### N" (demonstrations that skip
+    // the working; see docs/demo.md)
+    const char *ao = cli_opt(&a, "answer-only");
+    double answer_only = 0;
+    if (ao) {
+        char *end;
+        answer_only = strtod(ao, &end);
+        if (*end || end == ao || !(answer_only >= 0 && answer_only <= 1)) rlc_die("gen-task: --answer-only must be a number in [0, 1], got '%s'", ao);
+        if (!sft) rlc_die("gen-task: --answer-only applies to --format sft only");
+    }
     cli_check_unknown(&a, USAGE);
     if (p.max_steps < p.min_steps) rlc_die("gen-task: --max-steps (%d) must be >= --min-steps (%d)", p.max_steps, p.min_steps);
     char *tmp = rlc_malloc(strlen(out) + 8);
@@ -46,7 +56,13 @@ int cmd_gen_task(int argc, char **argv) {
             char *q = rlc_malloc(ql);
             snprintf(q, ql, "%s %s", pr.question, RLC_GSM8K_INSTRUCTION);
             cJSON_AddStringToObject(o, "prompt", q);
-            cJSON_AddStringToObject(o, "response", pr.answer);
+            if (synth_answer_only((uint64_t)seed, (uint64_t)(offset + i), answer_only)) {
+                char fin[48];
+                snprintf(fin, sizeof fin, "#### %lld", pr.result);
+                cJSON_AddStringToObject(o, "response", fin);
+            } else {
+                cJSON_AddStringToObject(o, "response", pr.answer);
+            }
             free(q);
         } else {
             cJSON_AddStringToObject(o, "question", pr.question);

@@ -99,3 +99,10 @@ void synth_problem_free(synth_problem *pr) {
     free(pr->answer);
     pr->question = pr->answer = NULL;
 }
+
+int synth_answer_only(uint64_t seed, uint64_t index, double frac) {
+    if (frac <= 0) return 0;
+    rng r;
+    rng_stream(&r, seed, 0x414e534f4e4c59ull /* "ANSONLY" */, index);
+    return rng_uniform(&r) < frac;
+}

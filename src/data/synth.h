@@ -23,3 +23,7 @@ void synth_params_default(synth_params *p);
 // a held-out set (another seed) and any subset are reproducible independently of generation order.
 void synth_generate(synth_problem *out, const synth_params *p, uint64_t seed, uint64_t index);
 void synth_problem_free(synth_problem *pr);
+// Whether SFT example `index` of set `seed` is written answer-only ("#### N", no worked steps), with
+// probability `frac`: a stream of its own, so the problems are the same whatever `frac` is. Demonstrations
+// that often skip the working are what the demo's GRPO stage has to improve on (docs/demo.md).
+int synth_answer_only(uint64_t seed, uint64_t index, double frac);

@@ -1,7 +1,17 @@
 // rowgemm.c: batch-invariant x @ w^T for the rollout engine (see rowgemm.h for the invariance argument).
+//
+// Each output out[t, o] is a fixed two-level sum over c: an FMA chain acc = fma(w[o, c], x[t, c], acc) from
+// 0 over each block of KC columns, and the block sums added in order (then out + sum when accumulating).
+// Two levels keep the rounding error near that of a KC-long chain instead of a C-long one. The fast path
+// computes exactly that: a thread takes a slab of SLAB weight rows, transposes KC columns of it at a time
+// into a (KC, SLAB) panel in L1, and runs a register tile of RT tokens x SLAB rows over the panel (one
+// broadcast of x[t, c], two FMAs against the panel row c), adding each block's sums into the chunk's
+// partials. So the arithmetic is the same whatever T, the tile, the chunk or the thread.
 #include "rollout/rowgemm.h"
 
+#include <math.h>
 #include <omp.h>
+#include <string.h>
 
 #include "core/common.h"
 
@@ -9,151 +19,28 @@
 #include <immintrin.h>
 #endif
 
-#define RW_MAX 8   // weight rows per register tile
-#define RT_MAX 6   // tokens per register tile
+#define SLAB 32   // weight rows per panel: two AVX-512 vectors of output channels
+#define KC 128    // reduction columns per panel: (KC, SLAB) fp32 = 16 KiB, stays in L1 with the x tile
+#define RT 12     // tokens per register tile: 2*RT accumulators + 2 panel vectors + 1 broadcast <= 32 zmm
+#define TCH 96    // tokens per chunk: its partial sums (TCH, SLAB) live on the thread's stack
 
-// Activations per token chunk: 128K floats (512 KiB) stay in L2 while a thread sweeps its weight rows.
-static int64_t token_chunk(int64_t C) {
-    int64_t tc = (int64_t)(128 * 1024) / (C > 0 ? C : 1);
-    tc = tc / RT_MAX * RT_MAX;
-    return tc < RT_MAX ? RT_MAX : tc;
-}
-
-#ifdef __AVX512F__
-// Fixed pairwise lane reduction: (i, i+8), then (i, i+4), (i, i+2), (0, 1).
-static inline float hsum16(__m512 v) {
-    __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-    __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-    __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
-    __m128 d = _mm_add_ss(c, _mm_movehdup_ps(c));
-    return _mm_cvtss_f32(d);
-}
-static inline __m512 load_w_f32(const float *p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
-static inline __m512 load_w_bf16(const uint16_t *p, __mmask16 m) {
-    __m256i h = _mm256_maskz_loadu_epi16(m, p);
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
-
-// One register tile: out[j, i] (=|+=) sum_c w[i, c] * x[j, c] for i < RW, j < RT. RW, RT are constants
-// at every call site, so acc lives in registers.
-#define DEFINE_TILE(NAME, WT, LOADW)                                                                          \
-    static inline __attribute__((always_inline)) void NAME(const int RW, const int RT, const WT *w,          \
-                                                           const float *x, int64_t C, float *out,            \
-                                                           int64_t ldo, int accumulate) {                    \
-        __m512 acc[RW_MAX][RT_MAX];                                                                           \
-        for (int i = 0; i < RW; i++)                                                                          \
-            for (int j = 0; j < RT; j++) acc[i][j] = _mm512_setzero_ps();                                     \
-        int64_t c = 0;                                                                                        \
-        for (; c + 16 <= C; c += 16) {                                                                        \
-            __m512 xv[RT_MAX];                                                                                \
-            for (int j = 0; j < RT; j++) xv[j] = _mm512_loadu_ps(x + j * C + c);                              \
-            for (int i = 0; i < RW; i++) {                                                                    \
-                __m512 wv = LOADW(w + i * C + c, (__mmask16)0xFFFF);                                          \
-                for (int j = 0; j < RT; j++) acc[i][j] = _mm512_fmadd_ps(wv, xv[j], acc[i][j]);               \
-            }                                                                                                 \
-        }                                                                                                     \
-        if (c < C) {                                                                                          \
-            __mmask16 m = (__mmask16)((1u << (C - c)) - 1u);                                                  \
-            __m512 xv[RT_MAX];                                                                                \
-            for (int j = 0; j < RT; j++) xv[j] = _mm512_maskz_loadu_ps(m, x + j * C + c);                     \
-            for (int i = 0; i < RW; i++) {                                                                    \
-                __m512 wv = LOADW(w + i * C + c, m);                                                          \
-                for (int j = 0; j < RT; j++) acc[i][j] = _mm512_fmadd_ps(wv, xv[j], acc[i][j]);               \
-            }                                                                                                 \
-        }                                                                                                     \
-        for (int j = 0; j < RT; j++)                                                                          \
-            for (int i = 0; i < RW; i++) {                                                                    \
-                float s = hsum16(acc[i][j]);                                                                  \
-                float *o = out + j * ldo + i;                                                                 \
-                *o = accumulate ? *o + s : s;                                                                 \
-            }                                                                                                 \
+// Scalar chain for one slab: the portable path, and the arithmetic definition the vector path reproduces.
+#define DEFINE_SLAB_SCALAR(NAME, WT, WVAL)                                                                 \
+    static void NAME(float *out, int64_t ldo, const float *x, const WT *w, int64_t T, int64_t C, int rw,   \
+                     int accumulate) {                                                                     \
+        for (int64_t t = 0; t < T; t++)                                                                    \
+            for (int r = 0; r < rw; r++) {                                                                 \
+                float sum = 0.0f;                                                                          \
+                for (int64_t c0 = 0; c0 < C; c0 += KC) {                                                   \
+                    float acc = 0.0f;                                                                      \
+                    for (int64_t c = c0; c < C && c < c0 + KC; c++)                                        \
+                        acc = fmaf(WVAL(w + r * C + c), x[t * C + c], acc);                                \
+                    sum = c0 == 0 ? acc : sum + acc;                                                       \
+                }                                                                                          \
+                float *o = out + t * ldo + r;                                                              \
+                *o = accumulate ? *o + sum : sum;                                                          \
+            }                                                                                              \
     }
-DEFINE_TILE(tile_f32, float, load_w_f32)
-DEFINE_TILE(tile_bf16, uint16_t, load_w_bf16)
-
-// Hand-unrolled hot tiles: named accumulators stay in registers (GCC keeps a stack copy of the array
-// version). The per-element arithmetic is exactly the generic tile's: acc = fma(w, x, acc) over c in
-// order from zero, the masked tail, then hsum16; so which tile computes an element does not matter.
-static inline void put1(float *o, int accumulate, __m512 v) {
-    float s = hsum16(v);
-    *o = accumulate ? *o + s : s;
-}
-#define Z _mm512_setzero_ps()
-#define FMA(a, w, x) a = _mm512_fmadd_ps(w, x, a)
-// 4 weight rows x 6 tokens
-#define K46_ROW(i, LOADW, m)                                                                          \
-    do {                                                                                              \
-        const __m512 wv = LOADW(w + (i) * C + c, m);                                                  \
-        FMA(a##i##0, wv, x0); FMA(a##i##1, wv, x1); FMA(a##i##2, wv, x2);                             \
-        FMA(a##i##3, wv, x3); FMA(a##i##4, wv, x4); FMA(a##i##5, wv, x5);                             \
-    } while (0)
-#define K46_PUT(i)                                                                                    \
-    put1(out + 0 * ldo + i, accumulate, a##i##0); put1(out + 1 * ldo + i, accumulate, a##i##1);       \
-    put1(out + 2 * ldo + i, accumulate, a##i##2); put1(out + 3 * ldo + i, accumulate, a##i##3);       \
-    put1(out + 4 * ldo + i, accumulate, a##i##4); put1(out + 5 * ldo + i, accumulate, a##i##5)
-#define DEFINE_K46(NAME, WT, LOADW)                                                                   \
-    static void NAME(const WT *w, const float *x, int64_t C, float *out, int64_t ldo, int accumulate) { \
-        __m512 a00 = Z, a01 = Z, a02 = Z, a03 = Z, a04 = Z, a05 = Z, a10 = Z, a11 = Z, a12 = Z, a13 = Z, \
-               a14 = Z, a15 = Z, a20 = Z, a21 = Z, a22 = Z, a23 = Z, a24 = Z, a25 = Z, a30 = Z, a31 = Z, \
-               a32 = Z, a33 = Z, a34 = Z, a35 = Z;                                                    \
-        int64_t c = 0;                                                                                \
-        for (; c + 16 <= C; c += 16) {                                                                \
-            const __m512 x0 = _mm512_loadu_ps(x + c), x1 = _mm512_loadu_ps(x + C + c),                \
-                         x2 = _mm512_loadu_ps(x + 2 * C + c), x3 = _mm512_loadu_ps(x + 3 * C + c),    \
-                         x4 = _mm512_loadu_ps(x + 4 * C + c), x5 = _mm512_loadu_ps(x + 5 * C + c);    \
-            K46_ROW(0, LOADW, (__mmask16)0xFFFF); K46_ROW(1, LOADW, (__mmask16)0xFFFF);               \
-            K46_ROW(2, LOADW, (__mmask16)0xFFFF); K46_ROW(3, LOADW, (__mmask16)0xFFFF);               \
-        }                                                                                             \
-        if (c < C) {                                                                                  \
-            const __mmask16 m = (__mmask16)((1u << (C - c)) - 1u);                                    \
-            const __m512 x0 = _mm512_maskz_loadu_ps(m, x + c), x1 = _mm512_maskz_loadu_ps(m, x + C + c), \
-                         x2 = _mm512_maskz_loadu_ps(m, x + 2 * C + c), x3 = _mm512_maskz_loadu_ps(m, x + 3 * C + c), \
-                         x4 = _mm512_maskz_loadu_ps(m, x + 4 * C + c), x5 = _mm512_maskz_loadu_ps(m, x + 5 * C + c); \
-            K46_ROW(0, LOADW, m); K46_ROW(1, LOADW, m); K46_ROW(2, LOADW, m); K46_ROW(3, LOADW, m);   \
-        }                                                                                             \
-        K46_PUT(0); K46_PUT(1); K46_PUT(2); K46_PUT(3);                                               \
-    }
-DEFINE_K46(k46_f32, float, load_w_f32)
-DEFINE_K46(k46_bf16, uint16_t, load_w_bf16)
-
-// 8 weight rows x 1 or 2 tokens (decode), with a prefetch of the next tile's rows
-#define K8_ROW(i, LOADW, m, PF)                                                                       \
-    do {                                                                                              \
-        const __m512 wv = LOADW(w + (i) * C + c, m);                                                  \
-        if (PF) _mm_prefetch((const char *)(w + (8 + (i)) * C + c), _MM_HINT_T0);                     \
-        FMA(a##i##0, wv, x0);                                                                         \
-        if (RT2) FMA(a##i##1, wv, x1);                                                                \
-    } while (0)
-#define K8_ALL(LOADW, m, PF)                                                                          \
-    K8_ROW(0, LOADW, m, PF); K8_ROW(1, LOADW, m, PF); K8_ROW(2, LOADW, m, PF); K8_ROW(3, LOADW, m, PF); \
-    K8_ROW(4, LOADW, m, PF); K8_ROW(5, LOADW, m, PF); K8_ROW(6, LOADW, m, PF); K8_ROW(7, LOADW, m, PF)
-#define K8_PUT(i)                                                                                     \
-    put1(out + i, accumulate, a##i##0);                                                               \
-    if (RT2) put1(out + ldo + i, accumulate, a##i##1)
-#define DEFINE_K8(NAME, WT, LOADW, RT2_)                                                              \
-    static void NAME(const WT *w, const float *x, int64_t C, float *out, int64_t ldo, int accumulate) { \
-        enum { RT2 = RT2_ };                                                                          \
-        __m512 a00 = Z, a10 = Z, a20 = Z, a30 = Z, a40 = Z, a50 = Z, a60 = Z, a70 = Z;                \
-        __m512 a01 = Z, a11 = Z, a21 = Z, a31 = Z, a41 = Z, a51 = Z, a61 = Z, a71 = Z;                \
-        int64_t c = 0;                                                                                \
-        for (; c + 16 <= C; c += 16) {                                                                \
-            const __m512 x0 = _mm512_loadu_ps(x + c), x1 = RT2 ? _mm512_loadu_ps(x + C + c) : Z;      \
-            K8_ALL(LOADW, (__mmask16)0xFFFF, 1);                                                      \
-        }                                                                                             \
-        if (c < C) {                                                                                  \
-            const __mmask16 m = (__mmask16)((1u << (C - c)) - 1u);                                    \
-            const __m512 x0 = _mm512_maskz_loadu_ps(m, x + c), x1 = RT2 ? _mm512_maskz_loadu_ps(m, x + C + c) : Z; \
-            K8_ALL(LOADW, m, 0);                                                                      \
-        }                                                                                             \
-        K8_PUT(0); K8_PUT(1); K8_PUT(2); K8_PUT(3); K8_PUT(4); K8_PUT(5); K8_PUT(6); K8_PUT(7);       \
-    }
-DEFINE_K8(k81_f32, float, load_w_f32, 0)
-DEFINE_K8(k82_f32, float, load_w_f32, 1)
-DEFINE_K8(k81_bf16, uint16_t, load_w_bf16, 0)
-DEFINE_K8(k82_bf16, uint16_t, load_w_bf16, 1)
-#define HAVE_FAST_TILES 1
-
-#else  // portable fallback with the same lane structure (batch invariant as well)
 static inline float wval_f32(const float *p) { return *p; }
 static inline float wval_bf16(const uint16_t *p) {
     uint32_t u = (uint32_t)*p << 16;
@@ -161,90 +48,174 @@ static inline float wval_bf16(const uint16_t *p) {
     memcpy(&f, &u, 4);
     return f;
 }
-#define DEFINE_TILE(NAME, WT, WVAL)                                                                           \
-    static void NAME(const int RW, const int RT, const WT *w, const float *x, int64_t C, float *out,         \
-                     int64_t ldo, int accumulate) {                                                           \
-        for (int i = 0; i < RW; i++)                                                                          \
-            for (int j = 0; j < RT; j++) {                                                                    \
-                float l[16] = {0};                                                                            \
-                for (int64_t c = 0; c < C; c++) l[c % 16] = fmaf(WVAL(w + i * C + c), x[j * C + c], l[c % 16]); \
-                float a[8], b[4];                                                                             \
-                for (int k = 0; k < 8; k++) a[k] = l[k] + l[k + 8];                                           \
-                for (int k = 0; k < 4; k++) b[k] = a[k] + a[k + 4];                                           \
-                float s = (b[0] + b[2]) + (b[1] + b[3]);                                                      \
-                float *o = out + j * ldo + i;                                                                 \
-                *o = accumulate ? *o + s : s;                                                                 \
-            }                                                                                                 \
+DEFINE_SLAB_SCALAR(slab_scalar_f32, float, wval_f32)
+#ifndef __AVX512F__
+DEFINE_SLAB_SCALAR(slab_scalar_bf16, uint16_t, wval_bf16)
+#endif
+
+#ifdef __AVX512F__
+static inline __m512 ld16_f32(const float *p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+static inline __m512 ld16_bf16(const uint16_t *p, __mmask16 m) {
+    __m256i h = _mm256_maskz_loadu_epi16(m, p);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+// In-register 16x16 transpose: r[i] = row i in, column i out.
+static inline void transpose16(__m512 r[16]) {
+    __m512 t[16];
+    for (int k = 0; k < 8; k++) {
+        t[2 * k] = _mm512_unpacklo_ps(r[2 * k], r[2 * k + 1]);
+        t[2 * k + 1] = _mm512_unpackhi_ps(r[2 * k], r[2 * k + 1]);
     }
-DEFINE_TILE(tile_f32, float, wval_f32)
-DEFINE_TILE(tile_bf16, uint16_t, wval_bf16)
-#endif
+    for (int k = 0; k < 4; k++) {
+        const __m512d a = _mm512_castps_pd(t[4 * k]), b = _mm512_castps_pd(t[4 * k + 1]);
+        const __m512d c = _mm512_castps_pd(t[4 * k + 2]), d = _mm512_castps_pd(t[4 * k + 3]);
+        r[4 * k] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+        r[4 * k + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+        r[4 * k + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+        r[4 * k + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+    }
+    for (int k = 0; k < 4; k++) {
+        t[k] = _mm512_shuffle_f32x4(r[k], r[4 + k], 0x88);
+        t[4 + k] = _mm512_shuffle_f32x4(r[k], r[4 + k], 0xdd);
+        t[8 + k] = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0x88);
+        t[12 + k] = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0xdd);
+    }
+    for (int k = 0; k < 8; k++) {
+        r[k] = _mm512_shuffle_f32x4(t[k], t[8 + k], 0x88);
+        r[8 + k] = _mm512_shuffle_f32x4(t[k], t[8 + k], 0xdd);
+    }
+}
 
-// Dispatch a (rw, rt) tile to a constant-shaped instantiation.
-#define DISPATCH(TILE, RWC, rw, rt, w, x, C, out, ldo, acc)                                 \
-    do {                                                                                   \
-        if (rw == RWC) {                                                                   \
-            switch (rt) {                                                                  \
-            case 1: TILE(RWC, 1, w, x, C, out, ldo, acc); break;                           \
-            case 2: TILE(RWC, 2, w, x, C, out, ldo, acc); break;                           \
-            case 3: TILE(RWC, 3, w, x, C, out, ldo, acc); break;                           \
-            case 4: TILE(RWC, 4, w, x, C, out, ldo, acc); break;                           \
-            case 5: TILE(RWC, 5, w, x, C, out, ldo, acc); break;                           \
-            default: TILE(RWC, 6, w, x, C, out, ldo, acc); break;                          \
-            }                                                                              \
-        } else {                                                                           \
-            for (int i_ = 0; i_ < rw; i_++)                                                \
-                switch (rt) {                                                              \
-                case 1: TILE(1, 1, w + i_ * C, x, C, out + i_, ldo, acc); break;           \
-                case 2: TILE(1, 2, w + i_ * C, x, C, out + i_, ldo, acc); break;           \
-                case 3: TILE(1, 3, w + i_ * C, x, C, out + i_, ldo, acc); break;           \
-                case 4: TILE(1, 4, w + i_ * C, x, C, out + i_, ldo, acc); break;           \
-                case 5: TILE(1, 5, w + i_ * C, x, C, out + i_, ldo, acc); break;           \
-                default: TILE(1, 6, w + i_ * C, x, C, out + i_, ldo, acc); break;          \
-                }                                                                          \
-        }                                                                                  \
-    } while (0)
+// panel[c][r] = w[r][c0 + c] for r < rw (0 for rw <= r < SLAB), c < nc; w (rw, C) rows of the slab.
+#define DEFINE_PACK(NAME, WT, LD)                                                                          \
+    static void NAME(float *restrict panel, const WT *w, int64_t C, int rw, int64_t c0, int nc) {         \
+        for (int cc = 0; cc < nc; cc += 16) {                                                              \
+            const int nv = nc - cc < 16 ? nc - cc : 16;                                                    \
+            const __mmask16 m = (__mmask16)(nv == 16 ? 0xFFFFu : (1u << nv) - 1u);                          \
+            for (int h = 0; h < SLAB / 16; h++) {                                                          \
+                __m512 r[16];                                                                              \
+                for (int i = 0; i < 16; i++) {                                                             \
+                    const int row = h * 16 + i;                                                            \
+                    if (row < rw) {                                                                        \
+                        const WT *p = w + (int64_t)row * C + c0 + cc;                                      \
+                        _mm_prefetch((const char *)(p + KC), _MM_HINT_T0);                                 \
+                        r[i] = LD(p, m);                                                                   \
+                    } else {                                                                               \
+                        r[i] = _mm512_setzero_ps();                                                        \
+                    }                                                                                      \
+                }                                                                                          \
+                transpose16(r);                                                                            \
+                for (int i = 0; i < nv; i++) _mm512_store_ps(panel + (cc + i) * SLAB + h * 16, r[i]);      \
+            }                                                                                              \
+        }                                                                                                  \
+    }
+DEFINE_PACK(pack_f32, float, ld16_f32)
+DEFINE_PACK(pack_bf16, uint16_t, ld16_bf16)
 
-#ifdef HAVE_FAST_TILES
-// 1 if a hand-unrolled tile handled (rw, rt)
-#define FAST_TILES(K46, K81, K82, rw, rt, w, x, C, out, ldo, acc)                                     \
-    ((rw) == 4 && (rt) == 6 ? (K46(w, x, C, out, ldo, acc), 1)                                        \
-     : (rw) == 8 && (rt) == 1 ? (K81(w, x, C, out, ldo, acc), 1)                                      \
-     : (rw) == 8 && (rt) == 2 ? (K82(w, x, C, out, ldo, acc), 1) : 0)
+// part (nt, SLAB) = (first) or += (later blocks) the FMA chain from 0 over the panel's nc columns, x (nt, ldx).
+// NT is a constant at every call site, so the accumulators stay in registers.
+static inline __attribute__((always_inline)) void tile(const int NT, float *restrict part, const float *restrict panel,
+                                                       int nc, const float *restrict x, int64_t ldx, int first) {
+    __m512 a0[RT], a1[RT];
+#pragma GCC unroll 12
+    for (int j = 0; j < NT; j++) a0[j] = a1[j] = _mm512_setzero_ps();
+    for (int c = 0; c < nc; c++) {
+        const __m512 p0 = _mm512_load_ps(panel + c * SLAB), p1 = _mm512_load_ps(panel + c * SLAB + 16);
+#pragma GCC unroll 12
+        for (int j = 0; j < NT; j++) {
+            const __m512 xb = _mm512_set1_ps(x[j * ldx + c]);
+            a0[j] = _mm512_fmadd_ps(p0, xb, a0[j]);
+            a1[j] = _mm512_fmadd_ps(p1, xb, a1[j]);
+        }
+    }
+#pragma GCC unroll 12
+    for (int j = 0; j < NT; j++) {
+        if (!first) {
+            a0[j] = _mm512_add_ps(_mm512_load_ps(part + j * SLAB), a0[j]);
+            a1[j] = _mm512_add_ps(_mm512_load_ps(part + j * SLAB + 16), a1[j]);
+        }
+        _mm512_store_ps(part + j * SLAB, a0[j]);
+        _mm512_store_ps(part + j * SLAB + 16, a1[j]);
+    }
+}
+
+static void tile_any(int nt, float *part, const float *panel, int nc, const float *x, int64_t ldx, int first) {
+    switch (nt) {
+    case 1: tile(1, part, panel, nc, x, ldx, first); break;
+    case 2: tile(2, part, panel, nc, x, ldx, first); break;
+    case 3: tile(3, part, panel, nc, x, ldx, first); break;
+    case 4: tile(4, part, panel, nc, x, ldx, first); break;
+    case 5: tile(5, part, panel, nc, x, ldx, first); break;
+    case 6: tile(6, part, panel, nc, x, ldx, first); break;
+    case 7: tile(7, part, panel, nc, x, ldx, first); break;
+    case 8: tile(8, part, panel, nc, x, ldx, first); break;
+    case 9: tile(9, part, panel, nc, x, ldx, first); break;
+    case 10: tile(10, part, panel, nc, x, ldx, first); break;
+    case 11: tile(11, part, panel, nc, x, ldx, first); break;
+    default: tile(12, part, panel, nc, x, ldx, first); break;
+    }
+}
+
+// One slab (rw <= SLAB rows of w) against all T tokens.
+#define DEFINE_SLAB(NAME, WT, PACK)                                                                        \
+    static void NAME(float *out, int64_t ldo, const float *x, const WT *w, int64_t T, int64_t C, int rw,   \
+                     int accumulate) {                                                                     \
+        _Alignas(64) float panel[KC * SLAB];                                                               \
+        _Alignas(64) float part[TCH * SLAB];                                                               \
+        const __mmask16 m0 = (__mmask16)(rw >= 16 ? 0xFFFFu : (1u << rw) - 1u);                            \
+        const __mmask16 m1 = (__mmask16)(rw >= 32 ? 0xFFFFu : rw <= 16 ? 0u : (1u << (rw - 16)) - 1u);     \
+        for (int64_t t0 = 0; t0 < T; t0 += TCH) {                                                          \
+            const int64_t ntc = T - t0 < TCH ? T - t0 : TCH;                                               \
+            for (int64_t c0 = 0; c0 < C; c0 += KC) {                                                       \
+                const int nc = (int)(C - c0 < KC ? C - c0 : KC);                                           \
+                PACK(panel, w, C, rw, c0, nc);                                                             \
+                for (int64_t j = 0; j < ntc; j += RT)                                                      \
+                    tile_any((int)(ntc - j < RT ? ntc - j : RT), part + j * SLAB, panel, nc,               \
+                             x + (t0 + j) * C + c0, C, c0 == 0);                                           \
+            }                                                                                              \
+            for (int64_t j = 0; j < ntc; j++) {                                                            \
+                float *o = out + (t0 + j) * ldo;                                                           \
+                __m512 s0 = _mm512_load_ps(part + j * SLAB), s1 = _mm512_load_ps(part + j * SLAB + 16);    \
+                if (accumulate) {                                                                          \
+                    s0 = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, o), s0);                                  \
+                    s1 = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, o + 16), s1);                             \
+                }                                                                                          \
+                _mm512_mask_storeu_ps(o, m0, s0);                                                          \
+                _mm512_mask_storeu_ps(o + 16, m1, s1);                                                     \
+            }                                                                                              \
+        }                                                                                                  \
+    }
+DEFINE_SLAB(slab_f32, float, pack_f32)
+DEFINE_SLAB(slab_bf16, uint16_t, pack_bf16)
 #else
-#define FAST_TILES(K46, K81, K82, rw, rt, w, x, C, out, ldo, acc) 0
+#define slab_f32 slab_scalar_f32
+#define slab_bf16 slab_scalar_bf16
 #endif
 
-#define DEFINE_GEMM(NAME, WT, TILE, K46, K81, K82)                                                            \
+#define DEFINE_GEMM(NAME, WT, SLABFN)                                                                         \
     void NAME(float *out, int64_t ldo, const float *x, const WT *w, int64_t T, int64_t C, int64_t OC,          \
               int accumulate) {                                                                                \
         CHECK(T >= 0 && C > 0 && OC > 0 && ldo >= OC, #NAME ": T=%lld C=%lld OC=%lld ldo=%lld", (long long)T,  \
               (long long)C, (long long)OC, (long long)ldo);                                                    \
-        const int64_t tc = token_chunk(C);                                                                     \
-        for (int64_t t0 = 0; t0 < T; t0 += tc) {                                                               \
-            const int64_t nt = T - t0 < tc ? T - t0 : tc;                                                      \
-            /* few tokens: 8 weight rows per tile (more streams in flight); else 4 x 6 (compute bound) */      \
-            const int RW = nt <= 2 ? 8 : 4;                                                                    \
-            const int64_t n_ot = (OC + RW - 1) / RW;                                                           \
-            const float *xc = x + t0 * C;                                                                      \
-            float *oc = out + t0 * ldo;                                                                        \
-            /* dynamic: a tile's result does not depend on the thread that computes it, and a shared or  */ \
-            /* busy machine does not stall the step on one descheduled thread                            */ \
-            _Pragma("omp parallel for schedule(dynamic, 8)") for (int64_t ot = 0; ot < n_ot; ot++) {           \
-                const int64_t o0 = ot * RW;                                                                    \
-                const int rw = (int)(OC - o0 < RW ? OC - o0 : RW);                                             \
-                const WT *wt = w + o0 * C;                                                                     \
-                for (int64_t j = 0; j < nt; j += RT_MAX) {                                                     \
-                    const int rt = (int)(nt - j < RT_MAX ? nt - j : RT_MAX);                                   \
-                    if (FAST_TILES(K46, K81, K82, rw, rt, wt, xc + j * C, C, oc + j * ldo + o0, ldo, accumulate)) {} \
-                    else if (RW == 8) DISPATCH(TILE, 8, rw, rt, wt, xc + j * C, C, oc + j * ldo + o0, ldo, accumulate); \
-                    else DISPATCH(TILE, 4, rw, rt, wt, xc + j * C, C, oc + j * ldo + o0, ldo, accumulate);     \
-                }                                                                                              \
-            }                                                                                                  \
+        if (T == 0) return;                                                                                    \
+        const int64_t n_slab = (OC + SLAB - 1) / SLAB;                                                         \
+        /* dynamic: a slab's result does not depend on the thread that computes it, and a shared or busy */  \
+        /* machine does not stall the step on one descheduled thread                                    */  \
+        _Pragma("omp parallel for schedule(dynamic, 1)") for (int64_t s = 0; s < n_slab; s++) {                \
+            const int64_t o0 = s * SLAB;                                                                       \
+            const int rw = (int)(OC - o0 < SLAB ? OC - o0 : SLAB);                                             \
+            SLABFN(out + o0, ldo, x, w + o0 * C, T, C, rw, accumulate);                                        \
         }                                                                                                      \
     }
-DEFINE_GEMM(rowgemm_forward, float, tile_f32, k46_f32, k81_f32, k82_f32)
-DEFINE_GEMM(rowgemm_forward_bf16, uint16_t, tile_bf16, k46_bf16, k81_bf16, k82_bf16)
+DEFINE_GEMM(rowgemm_forward, float, slab_f32)
+DEFINE_GEMM(rowgemm_forward_bf16, uint16_t, slab_bf16)
+
+void rowgemm_forward_scalar(float *out, int64_t ldo, const float *x, const float *w, int64_t T, int64_t C, int64_t OC,
+                            int accumulate) {
+    for (int64_t o0 = 0; o0 < OC; o0 += SLAB)
+        slab_scalar_f32(out + o0, ldo, x, w + o0 * C, T, C, (int)(OC - o0 < SLAB ? OC - o0 : SLAB), accumulate);
+}
 
 void rowgemm_forward_ref(float *out, int64_t ldo, const float *x, const float *w, int64_t T, int64_t C, int64_t OC,
                          int accumulate) {

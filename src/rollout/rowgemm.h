@@ -1,15 +1,17 @@
 // rowgemm.h: the rollout engine's dense products, out (T, OC) = x (T, C) @ w^T with w (OC, C) as stored
 // (HF [out, in], no packing, so the trainer's fp32 weights are read in place and weight sync is free).
 //
-// Batch invariance: every output element is one dot product whose arithmetic is fixed (16 fp32 lanes, each
-// summing its strided elements of C in order with FMA, then one fixed pairwise lane reduction). It does not
-// depend on T, on which other rows are in the batch, on the tile that computes it, nor on the thread count.
-// So a sequence's logits are bitwise the same whether it is decoded alone or among 63 others, and a prefill
-// and a decode of the same token give the same bits. (OpenBLAS sgemm gives no such guarantee.)
+// Batch invariance: every output element is one fixed sum: FMA chains acc = fma(w[o, c], x[t, c], acc) from 0
+// over consecutive blocks of 128 columns, the block sums added in order (then out + sum when accumulating).
+// It does not depend on T, on which other rows are in the batch, on the tile that computes it, nor on the
+// thread count. So a sequence's logits are bitwise the same whether
+// it is decoded alone or among 63 others, and a prefill and a decode of the same token give the same bits.
+// (OpenBLAS sgemm gives no such guarantee.)
 //
-// Speed: register tiles of 4 weight rows x 6 tokens (AVX-512 FMA), weights streamed from memory once per
-// chunk of tokens (chunks keep the activations in L2), threads take tiles of output channels (dynamic
-// schedule: safe, since a tile's arithmetic does not depend on which thread runs it).
+// Speed: a thread transposes KC columns of a slab of 32 weight rows into an L1 panel and runs a register
+// tile of 12 tokens x 32 rows over it (AVX-512: one broadcast, two FMAs per token and column); weights are
+// read from memory once per 96 tokens, and the in-register transpose costs 1/4 shuffle per weight, well
+// under memory bandwidth at batch 1.
 #pragma once
 #include <stdint.h>
 
@@ -19,6 +21,9 @@ void rowgemm_forward(float *out, int64_t ldo, const float *x, const float *w, in
 // Same, weights stored as bf16 (OC, C) (upper 16 bits of fp32); activations and sums stay fp32.
 void rowgemm_forward_bf16(float *out, int64_t ldo, const float *x, const uint16_t *w, int64_t T, int64_t C, int64_t OC,
                           int accumulate);
+// The same sum in plain scalar C (fmaf): the arithmetic definition of rowgemm_forward. Tests only.
+void rowgemm_forward_scalar(float *out, int64_t ldo, const float *x, const float *w, int64_t T, int64_t C, int64_t OC,
+                            int accumulate);
 // Reference: double-precision dot products. Tests only.
 void rowgemm_forward_ref(float *out, int64_t ldo, const float *x, const float *w, int64_t T, int64_t C, int64_t OC,
                          int accumulate);
