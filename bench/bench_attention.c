@@ -12,15 +12,8 @@
 #include "backend/backend.h"
 #include "core/common.h"
 #include "kernels/kernels.h"
+#include "bench_util.h"
 
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 // Process CPU seconds (all threads): on a shared machine, flops per CPU-second are steadier than wall time.
 static double cpu_now(void) {
     struct timespec ts;
@@ -75,15 +68,15 @@ int main(int argc, char **argv) {
         tf[r] = t1 - t0; tb[r] = t2 - t1; tg[r] = t3 - t2;
         cf[r] = u1 - u0; cb[r] = u2 - u1; cg[r] = u3 - u2;
     }
-    double mf = median(tf, reps), mb = median(tb, reps), mg = median(tg, reps);
+    double mf = bench_median(tf, reps), mb = bench_median(tb, reps), mg = bench_median(tg, reps);
     double gf = fwd_flop / mf * 1e-9, gb = bwd_flop / mb * 1e-9, gg = 2.0 * M * N * K / mg * 1e-9;
     printf("bench_attention: %d seqs x %d tokens, nh=%d nkv=%d D=%d, %d threads, OpenBLAS core %s, median of %d\n",
            n_seqs, len, nh, nkv, D, be.n_threads, be.blas_core, reps);
     printf("  forward : %8.2f ms  %7.1f GFLOP/s  (%.2f x sgemm ceiling)\n", mf * 1e3, gf, gf / gg);
     printf("  backward: %8.2f ms  %7.1f GFLOP/s  (%.2f x sgemm ceiling; 2.5x forward flops counted)\n", mb * 1e3, gb, gb / gg);
     printf("  sgemm 512x2048x1024: %.2f ms  %.1f GFLOP/s\n", mg * 1e3, gg);
-    double pf = fwd_flop / median(cf, reps) * 1e-9, pb = bwd_flop / median(cb, reps) * 1e-9,
-           pg = 2.0 * M * N * K / median(cg, reps) * 1e-9;
+    double pf = fwd_flop / bench_median(cf, reps) * 1e-9, pb = bwd_flop / bench_median(cb, reps) * 1e-9,
+           pg = 2.0 * M * N * K / bench_median(cg, reps) * 1e-9;
     printf("  per CPU-second (steadier on a shared machine): forward %.1f, backward %.1f, sgemm %.1f GFLOP/s;"
            " ratios %.2f, %.2f\n", pf, pb, pg, pf / pg, pb / pg);
     printf("  peak RSS %.1f MiB\n", (double)rlc_peak_rss() / (1 << 20));

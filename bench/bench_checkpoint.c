@@ -7,8 +7,8 @@
 #include "core/common.h"
 #include "core/rng.h"
 #include "io/checkpoint.h"
+#include "bench_util.h"
 
-static int cmp_d(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return (x > y) - (x < y); }
 
 int main(int argc, char **argv) {
     const char *cfgp = argc > 1 ? argv[1] : "examples/qwen3-0.6b-config.json";
@@ -42,9 +42,9 @@ int main(int argc, char **argv) {
         ps.layout = &pl;
         t_init[r] = t1 - t0; t_save[r] = t2 - t1; t_load[r] = t3 - t2;
     }
-    qsort(t_init, (size_t)runs, sizeof(double), cmp_d);
-    qsort(t_save, (size_t)runs, sizeof(double), cmp_d);
-    qsort(t_load, (size_t)runs, sizeof(double), cmp_d);
+    qsort(t_init, (size_t)runs, sizeof(double), bench_cmp_double);
+    qsort(t_save, (size_t)runs, sizeof(double), bench_cmp_double);
+    qsort(t_load, (size_t)runs, sizeof(double), bench_cmp_double);
     char *mp = rlc_path_join(dir, "model.safetensors");
     size_t fsize = 0;
     FILE *f = fopen(mp, "rb");

@@ -17,6 +17,7 @@
 #include "core/common.h"
 #include "model/qwen3.h"
 #include "rollout/engine.h"
+#include "bench_util.h"
 
 static void qwen3_06b(qwen3_config *c) {
     memset(c, 0, sizeof *c);
@@ -65,12 +66,6 @@ static void random_weights(param_set *ps) {
     }
 }
 
-static double median(double *x, int n) {
-    for (int i = 0; i < n; i++)
-        for (int j = i + 1; j < n; j++)
-            if (x[j] < x[i]) { double t = x[i]; x[i] = x[j]; x[j] = t; }
-    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
-}
 
 // memcpy bandwidth, bytes read + written per second, all threads, median of 5 (1 GiB buffers).
 static double copy_bandwidth(void) {
@@ -91,7 +86,7 @@ static double copy_bandwidth(void) {
     }
     rlc_free(a);
     rlc_free(b);
-    return median(r, 5);
+    return bench_median(r, 5);
 }
 
 typedef struct { double decode_tok_s, ttft_s, total_s; int64_t gen; } run_stats;
@@ -190,7 +185,7 @@ int main(int argc, char **argv) {
                 tk[r] = st.decode_tok_s;
                 tt[r] = st.ttft_s;
             }
-            double tok = median(tk, reps), ttft = median(tt, reps);
+            double tok = bench_median(tk, reps), ttft = bench_median(tt, reps);
             printf("%-22s %s: decode %.2f tokens/s, time to first token %.3f s (median of %d), peak RSS %.2f GB", sc[i].name,
                    b16 ? "bf16" : "fp32", tok, ttft, reps, rlc_peak_rss() / 1e9);
             if (i == 0) printf(", %.0f%% of the %s roofline", 100.0 * tok / (bw / (double)(b16 ? w_bytes / 2 : w_bytes)),

@@ -12,11 +12,8 @@
 #include "backend/backend.h"
 #include "core/common.h"
 #include "kernels/kernels.h"
+#include "bench_util.h"
 
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 // Process CPU seconds (all threads): under contention from other processes the CPU time a call
 // consumes is a steadier measure of its cost than wall time.
 static double cpu_now(void) {
@@ -28,10 +25,6 @@ static double minimum(const double *x, int n) {
     double m = x[0];
     for (int i = 1; i < n; i++) m = x[i] < m ? x[i] : m;
     return m;
-}
-static double median(double *x, int n) {
-    qsort(x, (size_t)n, sizeof(double), cmp_d);
-    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
 }
 static void fill(float *x, int64_t n, uint64_t seed, float scale) {
     uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
@@ -104,17 +97,17 @@ int main(int argc, char **argv) {
     }
     rlc_free(C);
     double bf = minimum(tf, reps), bb = fwd_only ? 0 : minimum(tb, reps);
-    double mtf = median(tf, reps), mcf = median(cf, reps), mrf = median(rf, reps);
+    double mtf = bench_median(tf, reps), mcf = bench_median(cf, reps), mrf = bench_median(rf, reps);
     printf("sgemm ceiling: %.1f GFLOP/s (median; multi-threaded %lldx%lldx%lld NT)\n", mcf, (long long)T, (long long)NC, (long long)H);
     printf("forward  (logp+entropy+lse): %.3f s  %.0f tokens/s  %.1f GFLOP/s  = %.1f%% of the sgemm ceiling (median of paired ratios)\n",
            mtf, (double)T / mtf, flop / mtf * 1e-9, 100 * mrf);
     if (!fwd_only) {
-        double mtb = median(tb, reps), mcb = median(cb, reps), mrb = median(rb, reps);
+        double mtb = bench_median(tb, reps), mcb = bench_median(cb, reps), mrb = bench_median(rb, reps);
         printf("backward (dhidden+dw):       %.3f s  %.0f tokens/s  %.1f GFLOP/s  = %.1f%% of the sgemm ceiling (%.1f GFLOP/s; %.2f sgemm-equivalents)\n",
                mtb, (double)T / mtb, 3 * flop / mtb * 1e-9, 100 * mrb, mcb, 3 / mrb);
     }
-    printf("cpu-time ratio to the sgemm (median): forward %.1f%%", 100 * median(qf, reps));
-    if (!fwd_only) printf(", backward %.1f%%", 100 * median(qb, reps));
+    printf("cpu-time ratio to the sgemm (median): forward %.1f%%", 100 * bench_median(qf, reps));
+    if (!fwd_only) printf(", backward %.1f%%", 100 * bench_median(qb, reps));
     printf("\n");
     printf("best runs: forward %.3f s (%.1f GFLOP/s)", bf, flop / bf * 1e-9);
     if (!fwd_only) printf(", backward %.3f s (%.1f GFLOP/s)", bb, 3 * flop / bb * 1e-9);

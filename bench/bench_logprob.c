@@ -16,15 +16,8 @@
 #include "core/common.h"
 #include "io/checkpoint.h"
 #include "model/qwen3.h"
+#include "bench_util.h"
 
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-static double median(double *x, int n) {
-    qsort(x, (size_t)n, sizeof(double), cmp_d);
-    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
-}
 // uniform with standard deviation `std` around `mean`, a pure function of (seed, i)
 static void fill(float *x, int64_t n, uint64_t seed, float mean, float std) {
     uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
@@ -55,7 +48,7 @@ static double sgemm_ceiling(ceil_bufs *cb, int n) {
         backend_sgemm(0, 1, M, N, K, 1.f, cb->A, K, cb->B, K, 0.f, cb->C, N);
         ts[r] = rlc_now() - t0;
     }
-    return 2.0 * M * N * K / median(ts, n) * 1e-9;
+    return 2.0 * M * N * K / bench_median(ts, n) * 1e-9;
 }
 
 static void qwen3_06b(qwen3_config *c) {
@@ -149,13 +142,13 @@ int main(int argc, char **argv) {
         double t2 = rlc_now();
         tb[r] = t1 - t0; th[r] = t2 - t1; tt[r] = t2 - t0;
     }
-    double ceil_gf = median(ceils, reps);
+    double ceil_gf = bench_median(ceils, reps);
     rlc_free(cb.A); rlc_free(cb.B); rlc_free(cb.C);
     printf("sgemm ceiling 512x2048x1024 (NT): %.1f GFLOP/s (median over reps of the median of 15 calls)\n", ceil_gf);
     double ratios[50];   // per rep: achieved / the ceiling measured just before it (robust to a shared machine)
     for (int r = 0; r < reps; r++) ratios[r] = 2.0 * params * (double)T / tt[r] * 1e-9 / ceils[r];
-    double ratio_med = median(ratios, reps);
-    double t_med = median(tt, reps), tb_med = median(tb, reps), th_med = median(th, reps);
+    double ratio_med = bench_median(ratios, reps);
+    double t_med = bench_median(tt, reps), tb_med = bench_median(tb, reps), th_med = bench_median(th, reps);
     double gf = 2.0 * params * (double)T / t_med * 1e-9;
     double tok_s = (double)T / t_med;
     printf("rlc: %.3f s per batch (body %.3f s, head %.3f s), %.1f tokens/s, %.1f GFLOP/s = %.1f%% of the sgemm ceiling "

@@ -9,17 +9,10 @@
 #include "core/common.h"
 #include "rl/policy_loss.h"
 #include "trainer/balance.h"
+#include "bench_util.h"
 
 #define R 7
 
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : (x > y);
-}
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof(double), cmp_d);
-    return v[n / 2];
-}
 
 int main(int argc, char **argv) {
     int64_t B = argc > 2 ? atoll(argv[1]) : 256, T = argc > 2 ? atoll(argv[2]) : 1024, n = B * T;
@@ -46,7 +39,7 @@ int main(int argc, char **argv) {
         rl_ppo_loss(&o, g, ge, lp, old, ref, adv, ent, mask, NULL, B, T, &cfg, NULL);
         t[r] = rlc_now() - t0;
     }
-    double ours = median(t, R);
+    double ours = bench_median(t, R);
     printf("rl_ppo_loss + per-token grads, %lld x %lld tokens: median %.2f ms, %.1f Mtok/s\n", (long long)B, (long long)T,
            ours * 1e3, (double)n / ours / 1e6);
     char cmd[512];
@@ -70,7 +63,7 @@ int main(int argc, char **argv) {
         t[r] = rlc_now() - t0;
         rlc_partition_free(&q);
     }
-    printf("Karmarkar-Karp 8192 items -> 64 equal parts: median %.2f ms\n", median(t, R) * 1e3);
+    printf("Karmarkar-Karp 8192 items -> 64 equal parts: median %.2f ms\n", bench_median(t, R) * 1e3);
     for (int r = 0; r < R; r++) {
         rlc_partition q;
         double t0 = rlc_now();
@@ -78,7 +71,7 @@ int main(int argc, char **argv) {
         t[r] = rlc_now() - t0;
         rlc_partition_free(&q);
     }
-    printf("rearrange_micro_batches 2048 sequences, 16384-token budget: median %.2f ms\n", median(t, R) * 1e3);
+    printf("rearrange_micro_batches 2048 sequences, 16384-token budget: median %.2f ms\n", bench_median(t, R) * 1e3);
     printf("peak RSS %.1f MiB\n", (double)rlc_peak_rss() / (1 << 20));
     free(w);
     rlc_free(lp); rlc_free(old); rlc_free(ref); rlc_free(adv); rlc_free(ent); rlc_free(mask); rlc_free(g); rlc_free(ge);

