@@ -24,9 +24,10 @@ static float *rnd(tl_rng *r, int64_t n, float std) {
 static void test_rowgemm(void) {
     tl_rng r;
     tl_rng_init(&r, 11);
-    // shapes with C tails (C % 16, % 128 != 0), OC tails (OC % 32 != 0, < 16), T tails (T % 12 != 0), multi-chunk T (> 96)
+    // shapes with C tails (C % 16 != 0), OC tails (OC % 32, % 8 != 0), T tails (T % 6 != 0), T chunks (> 24),
+    // column blocks (C > 1024, with a tail), the padded-token path (C % 256 == 0, T >= 3)
     const int64_t shapes[][3] = {{1, 64, 40}, {5, 100, 37}, {13, 1024, 129}, {2, 17, 3}, {300, 520, 70}, {64, 256, 256},
-                                 {97, 300, 33}, {25, 3072, 48}};
+                                 {97, 300, 33}, {25, 3072, 48}, {7, 2100, 40}, {2, 2100, 9}};
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const int64_t T = shapes[si][0], C = shapes[si][1], OC = shapes[si][2];
         float *x = rnd(&r, T * C, 1.f), *w = rnd(&r, OC * C, 1.f / sqrtf((float)C));
@@ -83,6 +84,36 @@ static void test_rowgemm(void) {
         rowgemm_forward_bf16(o, OC, x, w16, T, C, OC, 0);
         rowgemm_forward(o_ref, OC, x, wr, T, C, OC, 0);
         TL_CHECK(!memcmp(o, o_ref, (size_t)(T * OC) * 4), "rowgemm bf16 == fp32 kernel on rounded weights (T=%lld)", (long long)T);
+        // fused products (q/k/v style): three outputs of the same x in one call == three single calls, bitwise
+        if (OC >= 6) {
+            const int64_t oc[3] = {OC / 3, OC / 3 + 1, OC - 2 * (OC / 3) - 1};
+            float *f = rlc_alloc_zero((size_t)(T * (OC + 8)) * 4), *g = rlc_alloc_zero((size_t)(T * (OC + 8)) * 4);
+            rowgemm_out outs[3];
+            int64_t o0 = 0;
+            for (int j = 0; j < 3; j++) {   // out j at columns o0 + j*2 of a (T, OC + 8) buffer: its own ldo, offset
+                outs[j] = (rowgemm_out){.out = f + o0 + j * 2, .ldo = OC + 8, .w = w + o0 * C, .OC = oc[j]};
+                rowgemm_forward(g + o0 + j * 2, OC + 8, x, w + o0 * C, T, C, oc[j], 0);
+                o0 += oc[j];
+            }
+            rowgemm_forward_multi(outs, 3, x, T, C, 0);
+            int eq = 1;
+            for (int64_t t = 0; t < T; t++)
+                for (int64_t i = 0; i < OC + 4; i++) eq &= !memcmp(&f[t * (OC + 8) + i], &g[t * (OC + 8) + i], 4);
+            TL_CHECK(eq, "rowgemm_forward_multi == single products bitwise (T=%lld C=%lld OC=%lld)", (long long)T,
+                     (long long)C, (long long)OC);
+            for (int j = 0; j < 3; j++) { outs[j].w = NULL; outs[j].w16 = w16 + (outs[j].out - f - j * 2) * C; }
+            rowgemm_forward_multi_bf16(outs, 3, x, T, C, 1);   // accumulate on top: bf16 path, same split
+            o0 = 0;
+            for (int j = 0; j < 3; j++) {
+                rowgemm_forward_bf16(g + o0 + j * 2, OC + 8, x, w16 + o0 * C, T, C, oc[j], 1);
+                o0 += oc[j];
+            }
+            eq = 1;
+            for (int64_t t = 0; t < T; t++)
+                for (int64_t i = 0; i < OC + 4; i++) eq &= !memcmp(&f[t * (OC + 8) + i], &g[t * (OC + 8) + i], 4);
+            TL_CHECK(eq, "rowgemm_forward_multi_bf16 accumulate == single products bitwise (T=%lld)", (long long)T);
+            rlc_free(f); rlc_free(g);
+        }
         rlc_free(w16); rlc_free(wr); rlc_free(row);
         rlc_free(x); rlc_free(w); rlc_free(o); rlc_free(o_ref);
     }

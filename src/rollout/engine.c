@@ -164,10 +164,18 @@ int64_t rollout_engine_kv_bytes(const rollout_engine *e) { return (int64_t)e->kc
 // ---- the packed forward ------------------------------------------------------------------------------------
 
 // A weight matrix in fp32 (master) and, with the bf16 switch, its bf16 copy at the same layout offset.
-static void mm(const rollout_engine *e, float *out, int64_t ldo, const float *x, int64_t T, int64_t C, const float *w,
-               const float *wbase, int64_t wbase_off, int64_t OC, int accumulate) {
-    if (e->w16) rowgemm_forward_bf16(out, ldo, x, e->w16 + wbase_off + (w - wbase), T, C, OC, accumulate);
-    else rowgemm_forward(out, ldo, x, w, T, C, OC, accumulate);
+static rowgemm_out mm_out(const rollout_engine *e, float *out, int64_t ldo, const float *w, const float *wbase,
+                          int64_t wbase_off, int64_t OC) {
+    rowgemm_out o = {.out = out, .ldo = ldo, .OC = OC};
+    if (e->w16) o.w16 = e->w16 + wbase_off + (w - wbase);
+    else o.w = w;
+    return o;
+}
+// The products of one input x (T, C), fused into one parallel region.
+static void mm(const rollout_engine *e, const rowgemm_out *outs, int n, const float *x, int64_t T, int64_t C,
+               int accumulate) {
+    if (e->w16) rowgemm_forward_multi_bf16(outs, n, x, T, C, accumulate);
+    else rowgemm_forward_multi(outs, n, x, T, C, accumulate);
 }
 
 // Forward of e->tok/pos/tok_seq (T tokens): residual stream left in e->x (T, H); k/v written to the cache.
@@ -184,21 +192,24 @@ static void forward_tokens(rollout_engine *e, int64_t T, const int32_t *bt_all, 
         layer_weights lw;
         param_layer_view(m->pl, base, &lw);
         rmsnorm_forward(e->xn, e->rstd, e->x, lw.in_norm, T, H, eps);
-        mm(e, e->q, QD, e->xn, T, H, lw.wq, base, off, QD, 0);
-        mm(e, e->k, KD, e->xn, T, H, lw.wk, base, off, KD, 0);
-        mm(e, e->v, KD, e->xn, T, H, lw.wv, base, off, KD, 0);
+        const rowgemm_out qkv[3] = {mm_out(e, e->q, QD, lw.wq, base, off, QD), mm_out(e, e->k, KD, lw.wk, base, off, KD),
+                                    mm_out(e, e->v, KD, lw.wv, base, off, KD)};
+        mm(e, qkv, 3, e->xn, T, H, 0);
         rmsnorm_forward(e->qn, e->rstd, e->q, lw.q_norm, T * nh, D, eps);
         rmsnorm_forward(e->kn, e->rstd, e->k, lw.k_norm, T * nkv, D, eps);
         rope_forward(e->qn, e->pos, &m->rope, T, nh);
         rope_forward(e->kn, e->pos, &m->rope, T, nkv);
         paged_kv_write(&e->kc, l, e->kn, e->v, bt_all, bt_stride, e->tok_seq, e->pos, T);
         paged_attention_forward(e->att, e->qn, &e->kc, l, bt_all, bt_stride, e->tok_seq, e->pos, T, (int)nh);
-        mm(e, e->x, H, e->att, T, QD, lw.wo, base, off, H, 1);   // x += o_proj(attn)
+        const rowgemm_out o_proj = mm_out(e, e->x, H, lw.wo, base, off, H);
+        mm(e, &o_proj, 1, e->att, T, QD, 1);   // x += o_proj(attn)
         rmsnorm_forward(e->xn, e->rstd, e->x, lw.post_norm, T, H, eps);
-        mm(e, e->gate, I, e->xn, T, H, lw.w_gate, base, off, I, 0);
-        mm(e, e->up, I, e->xn, T, H, lw.w_up, base, off, I, 0);
+        const rowgemm_out gate_up[2] = {mm_out(e, e->gate, I, lw.w_gate, base, off, I),
+                                        mm_out(e, e->up, I, lw.w_up, base, off, I)};
+        mm(e, gate_up, 2, e->xn, T, H, 0);
         swiglu_forward(e->act, e->gate, e->up, T * I);
-        mm(e, e->x, H, e->act, T, I, lw.w_down, base, off, H, 1);   // x += mlp
+        const rowgemm_out down = mm_out(e, e->x, H, lw.w_down, base, off, H);
+        mm(e, &down, 1, e->act, T, I, 1);   // x += mlp
     }
 }
 

@@ -1,12 +1,13 @@
 // rowgemm.c: batch-invariant x @ w^T for the rollout engine (see rowgemm.h for the invariance argument).
 //
-// Each output out[t, o] is a fixed two-level sum over c: an FMA chain acc = fma(w[o, c], x[t, c], acc) from
-// 0 over each block of KC columns, and the block sums added in order (then out + sum when accumulating).
-// Two levels keep the rounding error near that of a KC-long chain instead of a C-long one. The fast path
-// computes exactly that: a thread takes a slab of SLAB weight rows, transposes KC columns of it at a time
-// into a (KC, SLAB) panel in L1, and runs a register tile of RT tokens x SLAB rows over the panel (one
-// broadcast of x[t, c], two FMAs against the panel row c), adding each block's sums into the chunk's
-// partials. So the arithmetic is the same whatever T, the tile, the chunk or the thread.
+// Each output out[t, o] is one fixed sum: 16 lanes, lane l an FMA chain from 0 over the columns c = l, l+16,
+// l+32, ... (C padded with zero terms to a multiple of 16), then the lanes added as a fixed tree: l + (l+8),
+// then + (l+4), + (l+2), + (l+1). Lane chains of length C/16 keep the rounding error near that of a short
+// sum. The vector path computes exactly that: an AVX-512 register holds the 16 lanes of one (token, row)
+// pair, and a register tile of R weight rows x NT tokens loads each 16-column vector of a weight row once
+// and FMAs it against NT token vectors. Weight rows are read in memory order (R sequential streams per
+// thread, what the hardware prefetcher follows best), nothing is packed or transposed, and the arithmetic is
+// the same whatever T, the tile or the thread.
 #include "rollout/rowgemm.h"
 
 #include <math.h>
@@ -19,28 +20,12 @@
 #include <immintrin.h>
 #endif
 
-#define SLAB 32   // weight rows per panel: two AVX-512 vectors of output channels
-#define KC 128    // reduction columns per panel: (KC, SLAB) fp32 = 16 KiB, stays in L1 with the x tile
-#define RT 12     // tokens per register tile: 2*RT accumulators + 2 panel vectors + 1 broadcast <= 32 zmm
-#define TCH 96    // tokens per chunk: its partial sums (TCH, SLAB) live on the thread's stack
+#define LANES 16  // lanes per output: one AVX-512 vector
+#define SLAB 32   // weight rows per scheduling unit: (32, C) stays in L2 while every token tile passes over it
+#define TT 6      // tokens per register tile when T > 2: R*TT accumulators + R weight vectors + 1 <= 32 zmm
+#define KC 1024   // columns per block when T > 2: the (TT, KC) token tile (24 KiB) and 4 weight rows fit in L1
+#define TCH 24    // tokens whose lane accumulators wait in part between column blocks: (TCH, SLAB, 16) = 48 KiB
 
-// Scalar chain for one slab: the portable path, and the arithmetic definition the vector path reproduces.
-#define DEFINE_SLAB_SCALAR(NAME, WT, WVAL)                                                                 \
-    static void NAME(float *out, int64_t ldo, const float *x, const WT *w, int64_t T, int64_t C, int rw,   \
-                     int accumulate) {                                                                     \
-        for (int64_t t = 0; t < T; t++)                                                                    \
-            for (int r = 0; r < rw; r++) {                                                                 \
-                float sum = 0.0f;                                                                          \
-                for (int64_t c0 = 0; c0 < C; c0 += KC) {                                                   \
-                    float acc = 0.0f;                                                                      \
-                    for (int64_t c = c0; c < C && c < c0 + KC; c++)                                        \
-                        acc = fmaf(WVAL(w + r * C + c), x[t * C + c], acc);                                \
-                    sum = c0 == 0 ? acc : sum + acc;                                                       \
-                }                                                                                          \
-                float *o = out + t * ldo + r;                                                              \
-                *o = accumulate ? *o + sum : sum;                                                          \
-            }                                                                                              \
-    }
 static inline float wval_f32(const float *p) { return *p; }
 static inline float wval_bf16(const uint16_t *p) {
     uint32_t u = (uint32_t)*p << 16;
@@ -48,6 +33,33 @@ static inline float wval_bf16(const uint16_t *p) {
     memcpy(&f, &u, 4);
     return f;
 }
+
+// The lane tree, shared by the scalar definition and (in vector form) the fast path.
+static inline float lane_tree(float L[LANES]) {
+    for (int h = LANES / 2; h >= 1; h /= 2)
+        for (int l = 0; l < h; l++) L[l] = L[l] + L[l + h];
+    return L[0];
+}
+
+// Scalar definition for one slab: the portable path, and the arithmetic the vector path reproduces.
+#define DEFINE_SLAB_SCALAR(NAME, WT, WVAL)                                                                 \
+    static void NAME(float *out, int64_t ldo, const float *x, int64_t ldx, const WT *w, int64_t T, int64_t C, \
+                     int rw,                                                                               \
+                     int accumulate) {                                                                     \
+        for (int64_t t = 0; t < T; t++)                                                                    \
+            for (int r = 0; r < rw; r++) {                                                                 \
+                float L[LANES] = {0};                                                                      \
+                for (int64_t c0 = 0; c0 < C; c0 += LANES)                                                  \
+                    for (int l = 0; l < LANES; l++) {                                                      \
+                        const int64_t c = c0 + l;                                                          \
+                        const float wv = c < C ? WVAL(w + r * C + c) : 0.0f, xv = c < C ? x[t * ldx + c] : 0.0f; \
+                        L[l] = fmaf(wv, xv, L[l]);                                                         \
+                    }                                                                                      \
+                const float sum = lane_tree(L);                                                            \
+                float *o = out + t * ldo + r;                                                              \
+                *o = accumulate ? *o + sum : sum;                                                          \
+            }                                                                                              \
+    }
 DEFINE_SLAB_SCALAR(slab_scalar_f32, float, wval_f32)
 #ifndef __AVX512F__
 DEFINE_SLAB_SCALAR(slab_scalar_bf16, uint16_t, wval_bf16)
@@ -60,161 +72,161 @@ static inline __m512 ld16_bf16(const uint16_t *p, __mmask16 m) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-// In-register 16x16 transpose: r[i] = row i in, column i out.
-static inline void transpose16(__m512 r[16]) {
-    __m512 t[16];
-    for (int k = 0; k < 8; k++) {
-        t[2 * k] = _mm512_unpacklo_ps(r[2 * k], r[2 * k + 1]);
-        t[2 * k + 1] = _mm512_unpackhi_ps(r[2 * k], r[2 * k + 1]);
-    }
-    for (int k = 0; k < 4; k++) {
-        const __m512d a = _mm512_castps_pd(t[4 * k]), b = _mm512_castps_pd(t[4 * k + 1]);
-        const __m512d c = _mm512_castps_pd(t[4 * k + 2]), d = _mm512_castps_pd(t[4 * k + 3]);
-        r[4 * k] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
-        r[4 * k + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
-        r[4 * k + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
-        r[4 * k + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
-    }
-    for (int k = 0; k < 4; k++) {
-        t[k] = _mm512_shuffle_f32x4(r[k], r[4 + k], 0x88);
-        t[4 + k] = _mm512_shuffle_f32x4(r[k], r[4 + k], 0xdd);
-        t[8 + k] = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0x88);
-        t[12 + k] = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0xdd);
-    }
-    for (int k = 0; k < 8; k++) {
-        r[k] = _mm512_shuffle_f32x4(t[k], t[8 + k], 0x88);
-        r[8 + k] = _mm512_shuffle_f32x4(t[k], t[8 + k], 0xdd);
-    }
+// lane_tree on a vector: (l, l+8), (l, l+4), (l, l+2), (l, l+1).
+static inline float hsum_tree(__m512 v) {
+    const __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v),
+                                   _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    const __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    const __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
+    return _mm_cvtss_f32(_mm_add_ss(c, _mm_shuffle_ps(c, c, 1)));
 }
 
-// panel[c][r] = w[r][c0 + c] for r < rw (0 for rw <= r < SLAB), c < nc; w (rw, C) rows of the slab.
-#define DEFINE_PACK(NAME, WT, LD)                                                                          \
-    static void NAME(float *restrict panel, const WT *w, int64_t C, int rw, int64_t c0, int nc) {         \
-        for (int cc = 0; cc < nc; cc += 16) {                                                              \
-            const int nv = nc - cc < 16 ? nc - cc : 16;                                                    \
-            const __mmask16 m = (__mmask16)(nv == 16 ? 0xFFFFu : (1u << nv) - 1u);                          \
-            for (int h = 0; h < SLAB / 16; h++) {                                                          \
-                __m512 r[16];                                                                              \
-                for (int i = 0; i < 16; i++) {                                                             \
-                    const int row = h * 16 + i;                                                            \
-                    if (row < rw) {                                                                        \
-                        const WT *p = w + (int64_t)row * C + c0 + cc;                                      \
-                        _mm_prefetch((const char *)(p + KC), _MM_HINT_T0);                                 \
-                        r[i] = LD(p, m);                                                                   \
-                    } else {                                                                               \
-                        r[i] = _mm512_setzero_ps();                                                        \
-                    }                                                                                      \
-                }                                                                                          \
-                transpose16(r);                                                                            \
-                for (int i = 0; i < nv; i++) _mm512_store_ps(panel + (cc + i) * SLAB + h * 16, r[i]);      \
-            }                                                                                              \
-        }                                                                                                  \
+// Columns [c0, c1) of the lane sums for rows wr[0..R-1] x tokens x (NT, ldx) (rows >= rw repeat a valid row;
+// their results are dropped). The lane accumulators start at 0 (first) or from part, and end in out[t*ldo + r]
+// (= or +=, after the lane tree; last) or back in part (NT, SLAB, LANES) [rows 0..R-1]: storing and reloading a
+// lane chain is exact, so column blocks do not change the sum. R and NT are constants at every call site, so
+// the tile stays in registers.
+#define DEFINE_TILE(NAME, WT, LD)                                                                              \
+    static inline __attribute__((always_inline)) void NAME(                                                    \
+        const int R, const int NT, float *out, int64_t ldo, const float *restrict x, int64_t ldx, int64_t c0,  \
+        int64_t c1, const WT *const *wr, int rw, int accumulate, float *part, int first, int last) {           \
+        __m512 acc[8][TT];                                                                                     \
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)                                                    \
+            _Pragma("GCC unroll 6") for (int t = 0; t < NT; t++)                                               \
+                acc[r][t] = first ? _mm512_setzero_ps() : _mm512_load_ps(part + (t * SLAB + r) * LANES);       \
+        int64_t c = c0;                                                                                        \
+        for (; c + LANES <= c1; c += LANES) {                                                                  \
+            __m512 wv[8];                                                                                      \
+            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) wv[r] = LD(wr[r] + c, 0xFFFF);                 \
+            _Pragma("GCC unroll 6") for (int t = 0; t < NT; t++) {                                             \
+                __m512 xv = _mm512_loadu_ps(x + t * ldx + c);                                                  \
+                /* one load per token vector: GCC otherwise folds it into all R FMAs (28 loads per 24 FMAs, */ \
+                /* load-bound; with this, 10 per 24: T = 64, C = 1024 goes from 270 to 350 GFLOP/s)          */ \
+                __asm__("" : "+v"(xv));                                                                        \
+                _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)                                            \
+                    acc[r][t] = _mm512_fmadd_ps(wv[r], xv, acc[r][t]);                                         \
+            }                                                                                                  \
+        }                                                                                                      \
+        if (c < c1) { /* masked tail (last block only): zero terms, as in the scalar definition */             \
+            const __mmask16 m = (__mmask16)((1u << (c1 - c)) - 1u);                                            \
+            __m512 wv[8];                                                                                      \
+            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) wv[r] = LD(wr[r] + c, m);                      \
+            _Pragma("GCC unroll 6") for (int t = 0; t < NT; t++) {                                             \
+                const __m512 xv = _mm512_maskz_loadu_ps(m, x + t * ldx + c);                                   \
+                _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)                                            \
+                    acc[r][t] = _mm512_fmadd_ps(wv[r], xv, acc[r][t]);                                         \
+            }                                                                                                  \
+        }                                                                                                      \
+        _Pragma("GCC unroll 6") for (int t = 0; t < NT; t++)                                                   \
+            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {                                              \
+                if (!last) {                                                                                   \
+                    _mm512_store_ps(part + (t * SLAB + r) * LANES, acc[r][t]);                                 \
+                } else if (r < rw) {                                                                           \
+                    float *o = out + t * ldo + r;                                                              \
+                    const float s = hsum_tree(acc[r][t]);                                                      \
+                    *o = accumulate ? *o + s : s;                                                              \
+                }                                                                                              \
+            }                                                                                                  \
     }
-DEFINE_PACK(pack_f32, float, ld16_f32)
-DEFINE_PACK(pack_bf16, uint16_t, ld16_bf16)
+DEFINE_TILE(tile_f32, float, ld16_f32)
+DEFINE_TILE(tile_bf16, uint16_t, ld16_bf16)
 
-// part (nt, SLAB) = (first) or += (later blocks) the FMA chain from 0 over the panel's nc columns, x (nt, ldx).
-// NT is a constant at every call site, so the accumulators stay in registers.
-static inline __attribute__((always_inline)) void tile(const int NT, float *restrict part, const float *restrict panel,
-                                                       int nc, const float *restrict x, int64_t ldx, int first) {
-    __m512 a0[RT], a1[RT];
-#pragma GCC unroll 12
-    for (int j = 0; j < NT; j++) a0[j] = a1[j] = _mm512_setzero_ps();
-    for (int c = 0; c < nc; c++) {
-        const __m512 p0 = _mm512_load_ps(panel + c * SLAB), p1 = _mm512_load_ps(panel + c * SLAB + 16);
-#pragma GCC unroll 12
-        for (int j = 0; j < NT; j++) {
-            const __m512 xb = _mm512_set1_ps(x[j * ldx + c]);
-            a0[j] = _mm512_fmadd_ps(p0, xb, a0[j]);
-            a1[j] = _mm512_fmadd_ps(p1, xb, a1[j]);
-        }
+// One slab (rw <= SLAB rows of w) against all T tokens. T <= 2: 8-row tiles over all columns (8 weight
+// streams per thread at batch 1). Larger T: 4-row x 6-token tiles (24 FMAs per 10 loads) over column blocks
+// of KC, so the (6, KC) token tile stays in L1 for all of the slab's row groups, with the lane accumulators of
+// TCH tokens parked in part between blocks.
+#define DEFINE_SLAB(NAME, WT, TILE)                                                                         \
+    static void NAME(float *out, int64_t ldo, const float *x, int64_t ldx, const WT *w, int64_t T, int64_t C, \
+                     int rw, int accumulate) {                                                              \
+        _Alignas(64) float part[TCH * SLAB * LANES];                                                        \
+        const int R = T <= 2 ? 8 : 4;                                                                       \
+        const int64_t kc = T <= 2 ? C : KC, step = T <= 2 ? T : TT;                                         \
+        for (int64_t t00 = 0; t00 < T; t00 += TCH) {                                                        \
+            const int64_t t01 = T - t00 < TCH ? T : t00 + TCH;                                              \
+            for (int64_t c0 = 0; c0 < C; c0 += kc) {                                                        \
+                const int64_t c1 = C - c0 < kc ? C : c0 + kc;                                               \
+                const int first = c0 == 0, last = c1 == C;                                                  \
+                for (int64_t t0 = t00; t0 < t01; t0 += step) {                                              \
+                    const int nt = (int)(t01 - t0 < step ? t01 - t0 : step);                                \
+                    for (int r0 = 0; r0 < rw; r0 += R) {                                                    \
+                        const int gw = rw - r0 < R ? rw - r0 : R;                                           \
+                        const WT *wr[8];                                                                    \
+                        for (int r = 0; r < 8; r++) wr[r] = w + (int64_t)(r0 + (r < gw ? r : 0)) * C;       \
+                        float *o = out + t0 * ldo + r0, *pt = part + ((t0 - t00) * SLAB + r0) * LANES;      \
+                        const float *xt = x + t0 * ldx;                                                     \
+                        if (R == 8) {                                                                       \
+                            if (nt == 1) TILE(8, 1, o, ldo, xt, ldx, c0, c1, wr, gw, accumulate, pt, first, last); \
+                            else TILE(8, 2, o, ldo, xt, ldx, c0, c1, wr, gw, accumulate, pt, first, last);  \
+                        } else {                                                                            \
+                            switch (nt) {                                                                   \
+                            case 1: TILE(4, 1, o, ldo, xt, ldx, c0, c1, wr, gw, accumulate, pt, first, last); break; \
+                            case 2: TILE(4, 2, o, ldo, xt, ldx, c0, c1, wr, gw, accumulate, pt, first, last); break; \
+                            case 3: TILE(4, 3, o, ldo, xt, ldx, c0, c1, wr, gw, accumulate, pt, first, last); break; \
+                            case 4: TILE(4, 4, o, ldo, xt, ldx, c0, c1, wr, gw, accumulate, pt, first, last); break; \
+                            case 5: TILE(4, 5, o, ldo, xt, ldx, c0, c1, wr, gw, accumulate, pt, first, last); break; \
+                            default: TILE(4, 6, o, ldo, xt, ldx, c0, c1, wr, gw, accumulate, pt, first, last); break; \
+                            }                                                                               \
+                        }                                                                                   \
+                    }                                                                                       \
+                }                                                                                           \
+            }                                                                                               \
+        }                                                                                                   \
     }
-#pragma GCC unroll 12
-    for (int j = 0; j < NT; j++) {
-        if (!first) {
-            a0[j] = _mm512_add_ps(_mm512_load_ps(part + j * SLAB), a0[j]);
-            a1[j] = _mm512_add_ps(_mm512_load_ps(part + j * SLAB + 16), a1[j]);
-        }
-        _mm512_store_ps(part + j * SLAB, a0[j]);
-        _mm512_store_ps(part + j * SLAB + 16, a1[j]);
-    }
-}
-
-static void tile_any(int nt, float *part, const float *panel, int nc, const float *x, int64_t ldx, int first) {
-    switch (nt) {
-    case 1: tile(1, part, panel, nc, x, ldx, first); break;
-    case 2: tile(2, part, panel, nc, x, ldx, first); break;
-    case 3: tile(3, part, panel, nc, x, ldx, first); break;
-    case 4: tile(4, part, panel, nc, x, ldx, first); break;
-    case 5: tile(5, part, panel, nc, x, ldx, first); break;
-    case 6: tile(6, part, panel, nc, x, ldx, first); break;
-    case 7: tile(7, part, panel, nc, x, ldx, first); break;
-    case 8: tile(8, part, panel, nc, x, ldx, first); break;
-    case 9: tile(9, part, panel, nc, x, ldx, first); break;
-    case 10: tile(10, part, panel, nc, x, ldx, first); break;
-    case 11: tile(11, part, panel, nc, x, ldx, first); break;
-    default: tile(12, part, panel, nc, x, ldx, first); break;
-    }
-}
-
-// One slab (rw <= SLAB rows of w) against all T tokens.
-#define DEFINE_SLAB(NAME, WT, PACK)                                                                        \
-    static void NAME(float *out, int64_t ldo, const float *x, const WT *w, int64_t T, int64_t C, int rw,   \
-                     int accumulate) {                                                                     \
-        _Alignas(64) float panel[KC * SLAB];                                                               \
-        _Alignas(64) float part[TCH * SLAB];                                                               \
-        const __mmask16 m0 = (__mmask16)(rw >= 16 ? 0xFFFFu : (1u << rw) - 1u);                            \
-        const __mmask16 m1 = (__mmask16)(rw >= 32 ? 0xFFFFu : rw <= 16 ? 0u : (1u << (rw - 16)) - 1u);     \
-        for (int64_t t0 = 0; t0 < T; t0 += TCH) {                                                          \
-            const int64_t ntc = T - t0 < TCH ? T - t0 : TCH;                                               \
-            for (int64_t c0 = 0; c0 < C; c0 += KC) {                                                       \
-                const int nc = (int)(C - c0 < KC ? C - c0 : KC);                                           \
-                PACK(panel, w, C, rw, c0, nc);                                                             \
-                for (int64_t j = 0; j < ntc; j += RT)                                                      \
-                    tile_any((int)(ntc - j < RT ? ntc - j : RT), part + j * SLAB, panel, nc,               \
-                             x + (t0 + j) * C + c0, C, c0 == 0);                                           \
-            }                                                                                              \
-            for (int64_t j = 0; j < ntc; j++) {                                                            \
-                float *o = out + (t0 + j) * ldo;                                                           \
-                __m512 s0 = _mm512_load_ps(part + j * SLAB), s1 = _mm512_load_ps(part + j * SLAB + 16);    \
-                if (accumulate) {                                                                          \
-                    s0 = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, o), s0);                                  \
-                    s1 = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, o + 16), s1);                             \
-                }                                                                                          \
-                _mm512_mask_storeu_ps(o, m0, s0);                                                          \
-                _mm512_mask_storeu_ps(o + 16, m1, s1);                                                     \
-            }                                                                                              \
-        }                                                                                                  \
-    }
-DEFINE_SLAB(slab_f32, float, pack_f32)
-DEFINE_SLAB(slab_bf16, uint16_t, pack_bf16)
+DEFINE_SLAB(slab_f32, float, tile_f32)
+DEFINE_SLAB(slab_bf16, uint16_t, tile_bf16)
 #else
 #define slab_f32 slab_scalar_f32
 #define slab_bf16 slab_scalar_bf16
 #endif
 
-#define DEFINE_GEMM(NAME, WT, SLABFN)                                                                         \
+// All slabs of all outputs form one index space, so fused products (q/k/v, gate/up) share one parallel region
+// and one tail. dynamic: a slab's result does not depend on the thread that computes it, and a busy machine
+// does not stall the step on one descheduled thread.
+#define DEFINE_GEMM(NAME, MULTI, WT, WF, SLABFN)                                                               \
+    void MULTI(const rowgemm_out *outs, int n, const float *x, int64_t T, int64_t C, int accumulate) {         \
+        CHECK(n >= 1 && n <= ROWGEMM_MAX_OUTS && T >= 0 && C > 0, #MULTI ": n=%d T=%lld C=%lld", n,            \
+              (long long)T, (long long)C);                                                                     \
+        int64_t first[ROWGEMM_MAX_OUTS + 1] = {0};                                                             \
+        for (int j = 0; j < n; j++) {                                                                          \
+            CHECK(outs[j].OC > 0 && outs[j].ldo >= outs[j].OC && outs[j].WF, #MULTI ": out %d OC=%lld ldo=%lld", \
+                  j, (long long)outs[j].OC, (long long)outs[j].ldo);                                           \
+            first[j + 1] = first[j] + (outs[j].OC + SLAB - 1) / SLAB;                                          \
+        }                                                                                                      \
+        if (T == 0) return;                                                                                    \
+        /* Token rows a multiple of 1 KiB apart map to a few L1 sets, which the 6-token tile then thrashes  */ \
+        /* (C = 1024, T = 64: -15%), so for T >= 3 such tokens are copied to rows one cache line longer.    */ \
+        const float *xp = x;                                                                                   \
+        int64_t ldx = C;                                                                                       \
+        float *xbuf = NULL;                                                                                    \
+        if (T >= 3 && C % 256 == 0) {                                                                          \
+            ldx = C + 16;                                                                                      \
+            xbuf = rlc_alloc((size_t)(T * ldx) * sizeof(float));                                               \
+            for (int64_t t = 0; t < T; t++) memcpy(xbuf + t * ldx, x + t * C, (size_t)C * sizeof(float));      \
+            xp = xbuf;                                                                                         \
+        }                                                                                                      \
+        _Pragma("omp parallel for schedule(dynamic, 1)") for (int64_t s = 0; s < first[n]; s++) {              \
+            int j = 0;                                                                                         \
+            while (s >= first[j + 1]) j++;                                                                     \
+            const rowgemm_out *q = &outs[j];                                                                   \
+            const int64_t o0 = (s - first[j]) * SLAB;                                                          \
+            const int rw = (int)(q->OC - o0 < SLAB ? q->OC - o0 : SLAB);                                       \
+            SLABFN(q->out + o0, q->ldo, xp, ldx, q->WF + o0 * C, T, C, rw, accumulate);                        \
+        }                                                                                                      \
+        rlc_free(xbuf);                                                                                        \
+    }                                                                                                          \
     void NAME(float *out, int64_t ldo, const float *x, const WT *w, int64_t T, int64_t C, int64_t OC,          \
               int accumulate) {                                                                                \
-        CHECK(T >= 0 && C > 0 && OC > 0 && ldo >= OC, #NAME ": T=%lld C=%lld OC=%lld ldo=%lld", (long long)T,  \
-              (long long)C, (long long)OC, (long long)ldo);                                                    \
-        if (T == 0) return;                                                                                    \
-        const int64_t n_slab = (OC + SLAB - 1) / SLAB;                                                         \
-        /* dynamic: a slab's result does not depend on the thread that computes it, and a shared or busy */  \
-        /* machine does not stall the step on one descheduled thread                                    */  \
-        _Pragma("omp parallel for schedule(dynamic, 1)") for (int64_t s = 0; s < n_slab; s++) {                \
-            const int64_t o0 = s * SLAB;                                                                       \
-            const int rw = (int)(OC - o0 < SLAB ? OC - o0 : SLAB);                                             \
-            SLABFN(out + o0, ldo, x, w + o0 * C, T, C, rw, accumulate);                                        \
-        }                                                                                                      \
+        rowgemm_out o = {.out = out, .ldo = ldo, .OC = OC};                                                    \
+        o.WF = w;                                                                                              \
+        MULTI(&o, 1, x, T, C, accumulate);                                                                     \
     }
-DEFINE_GEMM(rowgemm_forward, float, slab_f32)
-DEFINE_GEMM(rowgemm_forward_bf16, uint16_t, slab_bf16)
+DEFINE_GEMM(rowgemm_forward, rowgemm_forward_multi, float, w, slab_f32)
+DEFINE_GEMM(rowgemm_forward_bf16, rowgemm_forward_multi_bf16, uint16_t, w16, slab_bf16)
 
 void rowgemm_forward_scalar(float *out, int64_t ldo, const float *x, const float *w, int64_t T, int64_t C, int64_t OC,
                             int accumulate) {
     for (int64_t o0 = 0; o0 < OC; o0 += SLAB)
-        slab_scalar_f32(out + o0, ldo, x, w + o0 * C, T, C, (int)(OC - o0 < SLAB ? OC - o0 : SLAB), accumulate);
+        slab_scalar_f32(out + o0, ldo, x, C, w + o0 * C, T, C, (int)(OC - o0 < SLAB ? OC - o0 : SLAB), accumulate);
 }
 
 void rowgemm_forward_ref(float *out, int64_t ldo, const float *x, const float *w, int64_t T, int64_t C, int64_t OC,

@@ -18,6 +18,18 @@
 // out (T, ldo) [columns 0..OC-1] (= or +=, accumulate 0/1) x (T, C) @ w^T, w (OC, C) fp32.
 void rowgemm_forward(float *out, int64_t ldo, const float *x, const float *w, int64_t T, int64_t C, int64_t OC,
                      int accumulate);
+// Several products of the same x (T, C) in one parallel region (q/k/v, gate/up): out_j (T, ldo_j) [columns
+// 0..OC_j-1] (= or +=) x @ w_j^T, w_j (OC_j, C). Each output's bits are those of rowgemm_forward alone.
+#define ROWGEMM_MAX_OUTS 4
+typedef struct {
+    float *out;           // (T, ldo)
+    int64_t ldo;
+    const float *w;       // (OC, C) fp32, for rowgemm_forward_multi
+    const uint16_t *w16;  // (OC, C) bf16, for rowgemm_forward_multi_bf16
+    int64_t OC;
+} rowgemm_out;
+void rowgemm_forward_multi(const rowgemm_out *outs, int n, const float *x, int64_t T, int64_t C, int accumulate);
+void rowgemm_forward_multi_bf16(const rowgemm_out *outs, int n, const float *x, int64_t T, int64_t C, int accumulate);
 // Same, weights stored as bf16 (OC, C) (upper 16 bits of fp32); activations and sums stay fp32.
 void rowgemm_forward_bf16(float *out, int64_t ldo, const float *x, const uint16_t *w, int64_t T, int64_t C, int64_t OC,
                           int accumulate);
