@@ -62,6 +62,16 @@ static void task_avx512(float *out_t, const float *q_t, const kv_cache *kc, int 
         const float *vt = kv_cache_v(kc, b, layer) + (int64_t)g * 16 * D;   // (16, D)
         const int nk = n_keys - ib * 16 < 16 ? n_keys - ib * 16 : 16;
         const __mmask16 valid = (__mmask16)((1u << nk) - 1u);
+        // the next block sits anywhere in the pool, out of the hardware prefetcher's reach: fetch its K and V
+        // tiles (2 x 64 lines) while this block computes
+        if (ib + 1 < nblk) {
+            const char *kn = (const char *)(kv_cache_k(kc, bt[ib + 1], layer) + (int64_t)g * D * 16);
+            const char *vn = (const char *)(kv_cache_v(kc, bt[ib + 1], layer) + (int64_t)g * 16 * D);
+            for (int64_t off = 0; off < (int64_t)D * 16 * (int64_t)sizeof(float); off += 64) {
+                _mm_prefetch(kn + off, _MM_HINT_T0);
+                _mm_prefetch(vn + off, _MM_HINT_T0);
+            }
+        }
         for (int h = 0; h < G; h++) {
             const float *qh = q_t + (int64_t)(g * G + h) * D;
             __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
