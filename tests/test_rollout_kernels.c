@@ -84,34 +84,29 @@ static void test_rowgemm(void) {
         rowgemm_forward_bf16(o, OC, x, w16, T, C, OC, 0);
         rowgemm_forward(o_ref, OC, x, wr, T, C, OC, 0);
         TL_CHECK(!memcmp(o, o_ref, (size_t)(T * OC) * 4), "rowgemm bf16 == fp32 kernel on rounded weights (T=%lld)", (long long)T);
-        // fused products (q/k/v style): three outputs of the same x in one call == three single calls, bitwise
+        // fused products (q/k/v style): three outputs of the same x in one call == three single calls, bitwise;
+        // fp32, then bf16 accumulating on top. Out j sits at columns o0 + 2j of a (T, OC + 8) buffer (own offset).
         if (OC >= 6) {
-            const int64_t oc[3] = {OC / 3, OC / 3 + 1, OC - 2 * (OC / 3) - 1};
-            float *f = rlc_alloc_zero((size_t)(T * (OC + 8)) * 4), *g = rlc_alloc_zero((size_t)(T * (OC + 8)) * 4);
-            rowgemm_out outs[3];
-            int64_t o0 = 0;
-            for (int j = 0; j < 3; j++) {   // out j at columns o0 + j*2 of a (T, OC + 8) buffer: its own ldo, offset
-                outs[j] = (rowgemm_out){.out = f + o0 + j * 2, .ldo = OC + 8, .w = w + o0 * C, .OC = oc[j]};
-                rowgemm_forward(g + o0 + j * 2, OC + 8, x, w + o0 * C, T, C, oc[j], 0);
-                o0 += oc[j];
+            const int64_t oc[3] = {OC / 3, OC / 3 + 1, OC - 2 * (OC / 3) - 1}, ld = OC + 8;
+            const size_t nb = (size_t)(T * ld) * 4;
+            float *f = rlc_alloc_zero(nb), *g = rlc_alloc_zero(nb);
+            for (int bf = 0; bf <= 1; bf++) {
+                rowgemm_out outs[3];
+                for (int j = 0, o0 = 0; j < 3; o0 += (int)oc[j], j++) {
+                    outs[j] = (rowgemm_out){.out = f + o0 + j * 2, .ldo = ld, .OC = oc[j]};
+                    if (bf) {
+                        outs[j].w16 = w16 + o0 * C;
+                        rowgemm_forward_bf16(g + o0 + j * 2, ld, x, w16 + o0 * C, T, C, oc[j], 1);
+                    } else {
+                        outs[j].w = w + o0 * C;
+                        rowgemm_forward(g + o0 + j * 2, ld, x, w + o0 * C, T, C, oc[j], 0);
+                    }
+                }
+                if (bf) rowgemm_forward_multi_bf16(outs, 3, x, T, C, 1);
+                else rowgemm_forward_multi(outs, 3, x, T, C, 0);
+                TL_CHECK(!memcmp(f, g, nb), "rowgemm_forward_multi%s == single products bitwise (T=%lld C=%lld OC=%lld)",
+                         bf ? "_bf16 accumulate" : "", (long long)T, (long long)C, (long long)OC);
             }
-            rowgemm_forward_multi(outs, 3, x, T, C, 0);
-            int eq = 1;
-            for (int64_t t = 0; t < T; t++)
-                for (int64_t i = 0; i < OC + 4; i++) eq &= !memcmp(&f[t * (OC + 8) + i], &g[t * (OC + 8) + i], 4);
-            TL_CHECK(eq, "rowgemm_forward_multi == single products bitwise (T=%lld C=%lld OC=%lld)", (long long)T,
-                     (long long)C, (long long)OC);
-            for (int j = 0; j < 3; j++) { outs[j].w = NULL; outs[j].w16 = w16 + (outs[j].out - f - j * 2) * C; }
-            rowgemm_forward_multi_bf16(outs, 3, x, T, C, 1);   // accumulate on top: bf16 path, same split
-            o0 = 0;
-            for (int j = 0; j < 3; j++) {
-                rowgemm_forward_bf16(g + o0 + j * 2, OC + 8, x, w16 + o0 * C, T, C, oc[j], 1);
-                o0 += oc[j];
-            }
-            eq = 1;
-            for (int64_t t = 0; t < T; t++)
-                for (int64_t i = 0; i < OC + 4; i++) eq &= !memcmp(&f[t * (OC + 8) + i], &g[t * (OC + 8) + i], 4);
-            TL_CHECK(eq, "rowgemm_forward_multi_bf16 accumulate == single products bitwise (T=%lld)", (long long)T);
             rlc_free(f); rlc_free(g);
         }
         rlc_free(w16); rlc_free(wr); rlc_free(row);
