@@ -5,8 +5,8 @@
 // then + (l+4), + (l+2), + (l+1). Lane chains of length C/16 keep the rounding error near that of a short
 // sum. The vector path computes exactly that: an AVX-512 register holds the 16 lanes of one (token, row)
 // pair, and a register tile of R weight rows x NT tokens loads each 16-column vector of a weight row once
-// and FMAs it against NT token vectors. Weight rows are read in memory order (R sequential streams per
-// thread, what the hardware prefetcher follows best), nothing is packed or transposed, and the arithmetic is
+// and FMAs it against NT token vectors. Weight rows are read in memory order (at batch 1 one sequential
+// stream per thread, what the hardware prefetcher follows best), nothing is packed or transposed, and the arithmetic is
 // the same whatever T, the tile or the thread.
 #include "rollout/rowgemm.h"
 
@@ -24,6 +24,8 @@
 #define SLAB 32   // weight rows per scheduling unit: (32, C) stays in L2 while every token tile passes over it
 #define TT 6      // tokens per register tile when T > 2: R*TT accumulators + R weight vectors + 1 <= 32 zmm
 #define KC 1024   // columns per block when T > 2: the (TT, KC) token tile (24 KiB) and 4 weight rows fit in L1
+
+
 #define TCH 24    // tokens whose lane accumulators wait in part between column blocks: (TCH, SLAB, 16) = 48 KiB
 
 static inline float wval_f32(const float *p) { return *p; }
@@ -131,15 +133,17 @@ static inline float hsum_tree(__m512 v) {
 DEFINE_TILE(tile_f32, float, ld16_f32)
 DEFINE_TILE(tile_bf16, uint16_t, ld16_bf16)
 
-// One slab (rw <= SLAB rows of w) against all T tokens. T <= 2: 8-row tiles over all columns (8 weight
-// streams per thread at batch 1). Larger T: 4-row x 6-token tiles (24 FMAs per 10 loads) over column blocks
+// One slab (rw <= SLAB rows of w) against all T tokens. T <= 2: one row at a time over all columns, so each
+// thread reads its weights as one sequential stream (out-of-order execution overlaps the next row's lane
+// chain with this one's; 8-row tiles, 8 page-sized streams per thread, measured 59-63 GB/s against 67-73 on
+// the same 2.4 GB sweep, Zen 5). Larger T: 4-row x 6-token tiles (24 FMAs per 10 loads) over column blocks
 // of KC, so the (6, KC) token tile stays in L1 for all of the slab's row groups, with the lane accumulators of
 // TCH tokens parked in part between blocks.
 #define DEFINE_SLAB(NAME, WT, TILE)                                                                         \
     static void NAME(float *out, int64_t ldo, const float *x, int64_t ldx, const WT *w, int64_t T, int64_t C, \
                      int rw, int accumulate) {                                                              \
         _Alignas(64) float part[TCH * SLAB * LANES];                                                        \
-        const int R = T <= 2 ? 8 : 4;                                                                       \
+        const int R = T <= 2 ? 1 : 4;                                                                       \
         const int64_t kc = T <= 2 ? C : KC, step = T <= 2 ? T : TT;                                         \
         for (int64_t t00 = 0; t00 < T; t00 += TCH) {                                                        \
             const int64_t t01 = T - t00 < TCH ? T : t00 + TCH;                                              \
@@ -154,9 +158,9 @@ DEFINE_TILE(tile_bf16, uint16_t, ld16_bf16)
                         for (int r = 0; r < 8; r++) wr[r] = w + (int64_t)(r0 + (r < gw ? r : 0)) * C;       \
                         float *o = out + t0 * ldo + r0, *pt = part + ((t0 - t00) * SLAB + r0) * LANES;      \
                         const float *xt = x + t0 * ldx;                                                     \
-                        if (R == 8) {                                                                       \
-                            if (nt == 1) TILE(8, 1, o, ldo, xt, ldx, c0, c1, wr, gw, accumulate, pt, first, last); \
-                            else TILE(8, 2, o, ldo, xt, ldx, c0, c1, wr, gw, accumulate, pt, first, last);  \
+                        if (T <= 2) {                                                                       \
+                            if (nt == 1) TILE(1, 1, o, ldo, xt, ldx, c0, c1, wr, gw, accumulate, pt, first, last); \
+                            else TILE(1, 2, o, ldo, xt, ldx, c0, c1, wr, gw, accumulate, pt, first, last);  \
                         } else {                                                                            \
                             switch (nt) {                                                                   \
                             case 1: TILE(4, 1, o, ldo, xt, ldx, c0, c1, wr, gw, accumulate, pt, first, last); break; \
