@@ -88,6 +88,7 @@ static double read_val(const char *path, char *key_out, size_t key_cap) {
 int cmd_demo(int argc, char **argv) {
     cli_args a;
     cli_args_init(&a, argc, argv);
+    if (cli_flag(&a, "help")) { printf("usage: %s\n", USAGE); cli_args_free(&a); return 0; }
     demo d = {0};
     d.out = cli_opt(&a, "out");
     if (!d.out) d.out = "runs/demo";

@@ -17,6 +17,7 @@ static const char *USAGE =
 int cmd_gen_task(int argc, char **argv) {
     cli_args a;
     cli_args_init(&a, argc, argv);
+    if (cli_flag(&a, "help")) { printf("usage: %s\n", USAGE); cli_args_free(&a); return 0; }
     const char *out = cli_opt_req(&a, "out");
     long long n = cli_int(&a, "n", 1000, 1, 100000000);
     long long seed = cli_int(&a, "seed", 1, 0, INT64_MAX);

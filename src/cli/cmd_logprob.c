@@ -97,6 +97,7 @@ static void put_floats(rlc_atomic_writer *w, const char *key, const float *x, in
 int cmd_logprob(int argc, char **argv) {
     cli_args args;
     cli_args_init(&args, argc, argv);
+    if (cli_flag(&args, "help")) { printf("usage: %s\n", USAGE); cli_args_free(&args); return 0; }
     const char *model_dir = cli_opt_req(&args, "model");
     const char *data = cli_opt_req(&args, "data");
     const char *out_path = cli_opt_req(&args, "out");

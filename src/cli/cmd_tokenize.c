@@ -29,6 +29,7 @@ static void write_ids(rlc_strbuf *o, const rlc_ivec *ids) {
 int cmd_tokenize(int argc, char **argv) {
     cli_args a;
     cli_args_init(&a, argc, argv);
+    if (cli_flag(&a, "help")) { printf("usage: %s\n", USAGE); cli_args_free(&a); return 0; }
     const char *dir = cli_opt_req(&a, "tokenizer");
     int chat = cli_flag(&a, "chat"), decode = cli_flag(&a, "decode"), whole = cli_flag(&a, "whole");
     int add_special = cli_flag(&a, "add-special-tokens"), skip = cli_flag(&a, "skip-special-tokens");

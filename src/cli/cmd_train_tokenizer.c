@@ -15,6 +15,7 @@ static const char *USAGE =
 int cmd_train_tokenizer(int argc, char **argv) {
     cli_args a;
     cli_args_init(&a, argc, argv);
+    if (cli_flag(&a, "help")) { printf("usage: %s\n", USAGE); cli_args_free(&a); return 0; }
     const char *data = cli_opt_req(&a, "data");
     const char *out = cli_opt_req(&a, "out");
     bpe_train_opts o = {(int)cli_int(&a, "vocab-size", 1024, 256, 1 << 20), (int)cli_int(&a, "min-frequency", 2, 1, 1 << 30)};

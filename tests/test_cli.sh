@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# test_cli.sh: every subcommand listed by `rlc --help` answers `--help` with its usage line on
+# stdout and exit status 0 (no required option is demanded first), and unknown commands are one-line errors.
+set -u
+cd "$(dirname "$0")/.."
+RLC=${RLC_BUILD:-build}/rlc
+pass=0; fail=0
+ok() { if eval "$2"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL: $1"; fi; }
+if [ ! -x "$RLC" ]; then echo "skip: $RLC missing (run make)"; echo "0 passed, 0 failed, 1 skipped"; exit 0; fi
+cmds=$("$RLC" --help | awk '/^commands:/{on=1; next} on && NF {print $1}')
+ok "rlc --help lists the commands" '[ $(echo "$cmds" | wc -w) -ge 10 ]'
+for c in $cmds; do
+  out=$("$RLC" "$c" --help 2>/dev/null); rc=$?
+  ok "rlc $c --help: exit 0 and a usage line on stdout" '[ $rc -eq 0 ] && [[ "$out" == usage:\ rlc\ $c* ]]'
+done
+err=$("$RLC" no-such-command 2>&1); rc=$?
+ok "unknown command: one-line error, exit non-zero" '[ $rc -ne 0 ] && [ $(echo "$err" | wc -l) -ge 1 ] && [[ "$err" == *no-such-command* ]]'
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
