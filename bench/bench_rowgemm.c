@@ -2,7 +2,8 @@
 // OpenBLAS sgemm on the same product (x @ w^T, NT layout) in the same run, and, at T = 1, against the
 // memory-bandwidth ceiling (weight bytes / measured copy bandwidth). Medians of R repetitions; weights
 // larger than the caches (each product sweeps a fresh 64 MiB+ weight set) so batch 1 is memory-bound as in
-// a real decode step.
+// a real decode step. Last, a batch-1 decode sweep (every product of one 0.6B decode step over a 2.4 GB weight
+// set) against a plain read loop over the same bytes.
 // Usage: bench_rowgemm [reps threads]
 #include <math.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 
 #include "backend/backend.h"
 #include "core/common.h"
+#include "core/hugepage.h"
 #include "rollout/rowgemm.h"
 #include "bench_util.h"
 
@@ -87,6 +89,53 @@ int main(int argc, char **argv) {
     for (int ti = 0; ti < 3; ti++)
         printf("  all shapes, T=%2d: rowgemm %.1f GFLOP/s, sgemm %.1f GFLOP/s, rowgemm/sgemm %.2f\n", Ts[ti],
                tot_fl[ti] / tot_rg[ti] * 1e-9, tot_fl[ti] / tot_sg[ti] * 1e-9, tot_sg[ti] / tot_rg[ti]);
+    // batch-1 decode sweep: every product of a 0.6B decode step at T = 1 (28 x fused q/k/v, o, fused gate/up,
+    // down, then the lm head) over one 2.38 GB weight set, against a plain read loop over the same bytes,
+    // alternated per repetition (the peer a read-only decode can at best match)
+    {
+        const int64_t H = 1024, I = 3072, QD = 2048, KD = 1024, V = 151936, L = 28;
+        const int64_t wn = L * (QD * H + 2 * KD * H + H * QD + 3 * I * H) + V * H;
+        float *w = rlc_alloc_huge((size_t)wn * 4), *x = rlc_alloc((size_t)I * 4), *o = rlc_alloc((size_t)(V + 2 * I) * 4);
+        fill(w, wn, 77);
+        fill(x, I, 78);
+        double *tr = malloc((size_t)reps * sizeof(double)), *tl = malloc((size_t)reps * sizeof(double)), sink = 0;
+        for (int r = -1; r < reps; r++) {
+            double t0 = rlc_now();
+            const float *p = w;
+            for (int l = 0; l < L; l++) {
+                const rowgemm_out qkv[3] = {{o, QD, p, NULL, QD}, {o + QD, KD, p + QD * H, NULL, KD},
+                                            {o + QD + KD, KD, p + (QD + KD) * H, NULL, KD}};
+                rowgemm_forward_multi(qkv, 3, x, 1, H, 0);
+                p += (QD + 2 * KD) * H;
+                rowgemm_forward(o, H, x, p, 1, QD, H, 1);
+                p += H * QD;
+                const rowgemm_out gu[2] = {{o, I, p, NULL, I}, {o + I, I, p + I * H, NULL, I}};
+                rowgemm_forward_multi(gu, 2, x, 1, H, 0);
+                p += 2 * I * H;
+                rowgemm_forward(o, H, x, p, 1, I, H, 1);
+                p += H * I;
+            }
+            rowgemm_forward(o, V, x, p, 1, H, V, 0);
+            double t1 = rlc_now(), tot = 0;
+#pragma omp parallel for schedule(static) reduction(+ : tot)
+            for (int64_t c = 0; c < wn / 4096 * 4096; c += 4096) {
+                float acc[16] = {0};
+                for (int64_t i = c; i < c + 4096; i += 16)
+#pragma omp simd
+                    for (int l = 0; l < 16; l++) acc[l] += w[i + l];
+                for (int l = 0; l < 16; l++) tot += acc[l];
+            }
+            sink += tot + o[0];
+            if (r >= 0) { tr[r] = t1 - t0; tl[r] = rlc_now() - t1; }
+        }
+        const double mr = bench_median(tr, reps), ml = bench_median(tl, reps);
+        const double gs = (double)wn * 4 / mr, gr = (double)(wn / 4096 * 4096) * 4 / ml;
+        printf("  batch-1 decode sweep (all products of a step, %.2f GB): %.1f GB/s = %.1f steps/s; read loop over the "
+               "same bytes %.1f GB/s; sweep / read loop %.2f\n", wn * 4e-9, gs * 1e-9, 1 / mr, gr * 1e-9, gs / gr);
+        if (sink == 1.5) printf(" ");   // keeps the sums live
+        free(tr); free(tl);
+        rlc_free(w); rlc_free(x); rlc_free(o);
+    }
     printf("  peak RSS %.1f MiB\n", (double)rlc_peak_rss() / (1 << 20));
     free(tb);
     return 0;
