@@ -6,8 +6,8 @@
 // sum. The vector path computes exactly that: an AVX-512 register holds the 16 lanes of one (token, row)
 // pair, and a register tile of R weight rows x NT tokens loads each 16-column vector of a weight row once
 // and FMAs it against NT token vectors. Weight rows are read in memory order (at batch 1 one sequential
-// stream per thread, what the hardware prefetcher follows best), nothing is packed or transposed, and the arithmetic is
-// the same whatever T, the tile or the thread.
+// stream per thread, what the hardware prefetcher follows best), nothing is packed or transposed, and the
+// arithmetic is the same whatever T, the tile or the thread.
 #include "rollout/rowgemm.h"
 
 #include <math.h>
@@ -24,8 +24,6 @@
 #define SLAB 32   // weight rows per scheduling unit: (32, C) stays in L2 while every token tile passes over it
 #define TT 6      // tokens per register tile when T > 2: R*TT accumulators + R weight vectors + 1 <= 32 zmm
 #define KC 1024   // columns per block when T > 2: the (TT, KC) token tile (24 KiB) and 4 weight rows fit in L1
-
-
 #define PF_AHEAD 4096  // bytes: software prefetch distance of the T <= 2 weight stream
 #define TCH 24    // tokens whose lane accumulators wait in part between column blocks: (TCH, SLAB, 16) = 48 KiB
 
@@ -138,8 +136,8 @@ DEFINE_TILE(tile_bf16, uint16_t, ld16_bf16)
 
 // One slab (rw <= SLAB rows of w) against all T tokens. T <= 2: one row at a time over all columns, so each
 // thread reads its weights as one sequential stream (out-of-order execution overlaps the next row's lane
-// chain with this one's; 8-row tiles, 8 page-sized streams per thread, measured 59-63 GB/s against 67-73 on
-// the same 2.4 GB sweep, Zen 5). Larger T: 4-row x 6-token tiles (24 FMAs per 10 loads) over column blocks
+// chain with this one's). 8-row tiles, 8 page-sized streams per thread, streamed 59-63 GB/s where this
+// streams 67-73 on the same 2.4 GB sweep (Zen 5). Larger T: 4-row x 6-token tiles (24 FMAs per 10 loads) over column blocks
 // of KC, so the (6, KC) token tile stays in L1 for all of the slab's row groups, with the lane accumulators of
 // TCH tokens parked in part between blocks.
 #define DEFINE_SLAB(NAME, WT, TILE)                                                                         \
