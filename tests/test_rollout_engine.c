@@ -180,7 +180,7 @@ static void test_logprobs(tiny_model *t, const char *name, float temp, int top_k
     rollout_generate(e, pr, NP, &res);
     int64_t ntok = 0;
     float *la = malloc((size_t)(NP * N * MAXN) * 4), *lr = malloc((size_t)(NP * N * MAXN) * 4);
-    double max_abs = 0, max_rel = 0;
+    double max_abs = 0;
     for (int i = 0; i < res.n_samples; i++) {
         const rollout_sample *s = &res.samples[i];
         const int64_t P = lens[s->prompt], T = P + s->len;
@@ -197,25 +197,19 @@ static void test_logprobs(tiny_model *t, const char *name, float temp, int top_k
         for (int64_t k = 0; k < s->len; k++) {
             la[ntok] = lp[P - 1 + k];
             lr[ntok] = s->logprobs[k];
-            const double d = fabs((double)la[ntok] - lr[ntok]), r = d / fmax(1.0, fabs((double)la[ntok]));
+            double d = fabs((double)la[ntok] - lr[ntok]);
             if (d > max_abs) max_abs = d;
-            if (!(r <= max_rel)) max_rel = r;   // also catches NaN
             ntok++;
         }
         free(toks); free(tg); free(pos); free(lp);
     }
     rollout_probs_diff pd;
     rollout_probs_diff_compute(&pd, la, lr, ntok);
-    printf("%s T=%g top_k=%d top_p=%g: %lld tokens, max |logp diff| %.3g (relative %.3g), training/rollout_probs_diff_max "
-           "%.3g mean %.3g std %.3g, rollout_actor_probs_pearson_corr %.9f\n",
-           name, (double)temp, top_k, (double)top_p, (long long)ntok, max_abs, max_rel, pd.diff_max, pd.diff_mean, pd.diff_std,
-           pd.pearson);
-    // log-probs of the same tokens through two fp32 paths (rowgemm + paged attention against BLAS + flash
-    // attention): 1e-5 relative per token, |d| <= 1e-5 * max(1, |logp|), and 1e-5 relative to max |logp| below.
-    // Relative, not absolute: the trainer's own log-probs move by up to 7.2e-6 between an AVX-512 and an AVX2
-    // build (summation order only), and on AVX2 the two paths differ by 1.0e-5 at logp = -2.77 (3.6e-6 relative).
-    TL_CHECK(ntok > 0 && max_rel <= 1e-5, "%s: rollout log-probs == qwen3_logprob to 1e-5 relative per token (max %.3g, "
-             "abs %.3g)", name, max_rel, max_abs);
+    printf("%s T=%g top_k=%d top_p=%g: %lld tokens, max |logp diff| %.3g, training/rollout_probs_diff_max %.3g mean %.3g "
+           "std %.3g, rollout_actor_probs_pearson_corr %.9f\n",
+           name, (double)temp, top_k, (double)top_p, (long long)ntok, max_abs, pd.diff_max, pd.diff_mean, pd.diff_std, pd.pearson);
+    // log-probs of the same hidden states through two fp32 paths: 1e-5 absolute (and relative to max |logp|)
+    TL_CHECK(ntok > 0 && max_abs <= 1e-5, "%s: rollout log-probs == qwen3_logprob to 1e-5 (max %.3g)", name, max_abs);
     tl_check_close("rollout logprobs vs qwen3_logprob", lr, la, ntok, 1e-5);
     TL_CHECK(pd.pearson > 0.999999, "%s: Pearson %.9f", name, pd.pearson);
     rollout_result_free(&res);
