@@ -68,23 +68,14 @@ static void random_weights(param_set *ps) {
 }
 
 
-// Read-only bandwidth over the weights themselves (a[0..n), n a multiple of 4096), bytes per second, all
-// threads, median of 5, AVX-512 sums when built with it: what batch-1 decode can stream at best, since it
-// only reads weights.
+// Read-only bandwidth over the weights themselves (the first n - n % 4096 floats of a), bytes per second,
+// median of 5 passes: what batch-1 decode can stream at best, since it only reads weights.
 static double read_bandwidth(const float *a, size_t n) {
     double r[5], sink = 0;
     for (int k = 0; k < 5; k++) {
-        double t0 = rlc_now(), tot = 0;
-#pragma omp parallel for schedule(static) reduction(+ : tot)
-        for (size_t c = 0; c < n; c += 4096) {
-            float s[16] = {0};
-            for (size_t i = c; i < c + 4096; i += 16)
-#pragma omp simd
-                for (int l = 0; l < 16; l++) s[l] += a[i + l];
-            for (int l = 0; l < 16; l++) tot += s[l];
-        }
-        r[k] = (double)(n * sizeof(float)) / (rlc_now() - t0);
-        sink += tot;
+        const double t0 = rlc_now();
+        sink += bench_read_pass(a, n);
+        r[k] = (double)(n / 4096 * 4096 * sizeof(float)) / (rlc_now() - t0);
     }
     if (sink == 1.234) printf(" ");   // keeps the sums live
     return bench_median(r, 5);
@@ -204,7 +195,7 @@ int main(int argc, char **argv) {
     qwen3_model_init(&m, &pl, &ps, &be);
     bw_probe probe;
     bw_probe_init(&probe);
-    const double bw = copy_bandwidth(&probe, 9), rbw = read_bandwidth(ps.data, (size_t)(pl.numel / 4096 * 4096));
+    const double bw = copy_bandwidth(&probe, 9), rbw = read_bandwidth(ps.data, (size_t)pl.numel);
     const int64_t w_bytes = (pl.layer_numel * cfg.num_hidden_layers + (int64_t)cfg.vocab_size * cfg.hidden_size + cfg.hidden_size) * 4;
     printf("copy bandwidth %.1f GB/s (read+write); weight bytes per decode step %.3f GB (fp32) -> roofline %.2f tokens/s at batch 1\n",
            bw / 1e9, w_bytes / 1e9, bw / (double)w_bytes);

@@ -22,6 +22,7 @@
 
 #define LANES 16  // lanes per output: one AVX-512 vector
 #define SLAB 32   // weight rows per scheduling unit: (32, C) stays in L2 while every token tile passes over it
+#define RMAX 4    // weight rows per register tile at most (1 at T <= 2, 4 above)
 #define TT 6      // tokens per register tile when T > 2: R*TT accumulators + R weight vectors + 1 <= 32 zmm
 #define KC 1024   // columns per block when T > 2: the (TT, KC) token tile (24 KiB) and 4 weight rows fit in L1
 #define PF_AHEAD 4096  // bytes: software prefetch distance of the T <= 2 weight stream
@@ -91,37 +92,37 @@ static inline float hsum_tree(__m512 v) {
     static inline __attribute__((always_inline)) void NAME(                                                    \
         const int R, const int NT, float *out, int64_t ldo, const float *restrict x, int64_t ldx, int64_t c0,  \
         int64_t c1, const WT *const *wr, int rw, int accumulate, float *part, int first, int last) {           \
-        __m512 acc[8][TT];                                                                                     \
-        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)                                                    \
+        __m512 acc[RMAX][TT];                                                                                  \
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                                                    \
             _Pragma("GCC unroll 6") for (int t = 0; t < NT; t++)                                               \
                 acc[r][t] = first ? _mm512_setzero_ps() : _mm512_load_ps(part + (t * SLAB + r) * LANES);       \
         int64_t c = c0;                                                                                        \
         for (; c + LANES <= c1; c += LANES) {                                                                  \
-            __m512 wv[8];                                                                                      \
+            __m512 wv[RMAX];                                                                                   \
             /* batch 1: fetch 4 KiB ahead of the stream (+3-4% GB/s on the 2.4 GB decode sweep, Zen 5) */     \
             if (R == 1) _mm_prefetch((const char *)(wr[0] + c) + PF_AHEAD, _MM_HINT_T0);                       \
-            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) wv[r] = LD(wr[r] + c, 0xFFFF);                 \
+            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) wv[r] = LD(wr[r] + c, 0xFFFF);                 \
             _Pragma("GCC unroll 6") for (int t = 0; t < NT; t++) {                                             \
                 __m512 xv = _mm512_loadu_ps(x + t * ldx + c);                                                  \
                 /* one load per token vector: GCC otherwise folds it into all R FMAs (28 loads per 24 FMAs, */ \
                 /* load-bound; with this, 10 per 24: T = 64, C = 1024 goes from 270 to 350 GFLOP/s)          */ \
                 __asm__("" : "+v"(xv));                                                                        \
-                _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)                                            \
+                _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                                            \
                     acc[r][t] = _mm512_fmadd_ps(wv[r], xv, acc[r][t]);                                         \
             }                                                                                                  \
         }                                                                                                      \
         if (c < c1) { /* masked tail (last block only): zero terms, as in the scalar definition */             \
             const __mmask16 m = (__mmask16)((1u << (c1 - c)) - 1u);                                            \
-            __m512 wv[8];                                                                                      \
-            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) wv[r] = LD(wr[r] + c, m);                      \
+            __m512 wv[RMAX];                                                                                   \
+            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) wv[r] = LD(wr[r] + c, m);                      \
             _Pragma("GCC unroll 6") for (int t = 0; t < NT; t++) {                                             \
                 const __m512 xv = _mm512_maskz_loadu_ps(m, x + t * ldx + c);                                   \
-                _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)                                            \
+                _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                                            \
                     acc[r][t] = _mm512_fmadd_ps(wv[r], xv, acc[r][t]);                                         \
             }                                                                                                  \
         }                                                                                                      \
         _Pragma("GCC unroll 6") for (int t = 0; t < NT; t++)                                                   \
-            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {                                              \
+            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {                                              \
                 if (!last) {                                                                                   \
                     _mm512_store_ps(part + (t * SLAB + r) * LANES, acc[r][t]);                                 \
                 } else if (r < rw) {                                                                           \
@@ -155,8 +156,8 @@ DEFINE_TILE(tile_bf16, uint16_t, ld16_bf16)
                     const int nt = (int)(t01 - t0 < step ? t01 - t0 : step);                                \
                     for (int r0 = 0; r0 < rw; r0 += R) {                                                    \
                         const int gw = rw - r0 < R ? rw - r0 : R;                                           \
-                        const WT *wr[8];                                                                    \
-                        for (int r = 0; r < 8; r++) wr[r] = w + (int64_t)(r0 + (r < gw ? r : 0)) * C;       \
+                        const WT *wr[RMAX];                                                                 \
+                        for (int r = 0; r < RMAX; r++) wr[r] = w + (int64_t)(r0 + (r < gw ? r : 0)) * C;    \
                         float *o = out + t0 * ldo + r0, *pt = part + ((t0 - t00) * SLAB + r0) * LANES;      \
                         const float *xt = x + t0 * ldx;                                                     \
                         if (T <= 2) {                                                                       \
