@@ -4,7 +4,7 @@
 
 // out (T, H) = wte (V, H) [tokens (T)]
 void embedding_forward(float *out, const int32_t *tokens, const float *wte, int64_t T, int64_t H) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (T * H >= KERNELS_PAR_MIN)
     for (int64_t t = 0; t < T; t++) {
         CHECK(tokens[t] >= 0, "embedding_forward: token %lld has negative id %d", (long long)t, (int)tokens[t]);
         memcpy(out + t * H, wte + (int64_t)tokens[t] * H, (size_t)H * sizeof(float));

@@ -10,6 +10,11 @@
 //   (n_seqs+1 start offsets, cu[0]=0, cu[n]=T). Positions restart at 0 in each sequence.
 // - Element counts and offsets are int64_t. Row-major everywhere; weights are HF [out, in].
 #pragma once
+
+// Element count below which the small row-wise kernels run on the calling thread: a fork/join of the team costs
+// about what 16K simple element operations do, and at decode (1 token) every layer runs several such kernels.
+// Results do not depend on it (rows and elements are computed the same way on any thread).
+#define KERNELS_PAR_MIN 16384
 #include <stdint.h>
 
 // ---- matmul: out (T, OC) = inp (T, C) @ w^T, w (OC, C) -----------------------------------------------

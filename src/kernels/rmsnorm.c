@@ -7,7 +7,7 @@
 // out (rows, C), rstd (rows) = RMSNorm(inp (rows, C)) * w (C)
 void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int64_t rows, int64_t C, float eps) {
     CHECK(C > 0 && rows >= 0, "rmsnorm_forward: rows=%lld C=%lld", (long long)rows, (long long)C);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (rows * C >= KERNELS_PAR_MIN)
     for (int64_t r = 0; r < rows; r++) {
         const float *x = inp + r * C;
         float *o = out + r * C;

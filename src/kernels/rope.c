@@ -144,7 +144,7 @@ void rope_table_free(rope_table *rt) {
 // x (T, n_heads, D) in place: x1' = x1*c - x2*s, x2' = x2*c + x1*s (x1 = x[:D/2], x2 = x[D/2:]).
 void rope_forward(float *x, const int32_t *pos, const rope_table *rt, int64_t T, int64_t n_heads) {
     const int64_t D = rt->head_dim, half = D / 2;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (T * n_heads * D >= KERNELS_PAR_MIN)
     for (int64_t t = 0; t < T; t++) {
         CHECK(pos[t] >= 0 && pos[t] < rt->max_pos, "rope: position %d of token %lld outside [0, %d)", (int)pos[t], (long long)t, rt->max_pos);
         const float *c = rt->cos + (int64_t)pos[t] * half, *s = rt->sin + (int64_t)pos[t] * half;

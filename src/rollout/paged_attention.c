@@ -10,6 +10,7 @@
 #include <omp.h>
 
 #include "core/common.h"
+#include "kernels/kernels.h"
 #include "kernels/kmath.h"
 
 #ifdef __AVX512F__
@@ -22,7 +23,7 @@
 void paged_kv_write(kv_cache *kc, int layer, const float *k, const float *v, const int32_t *block_tables,
                     int64_t bt_stride, const int32_t *tok_seq, const int32_t *pos, int64_t T) {
     const int nkv = kc->n_kv_heads, D = kc->head_dim, bs = kc->block_size;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (T * nkv * D >= KERNELS_PAR_MIN)
     for (int64_t t = 0; t < T; t++) {
         const int32_t *bt = block_tables + (int64_t)tok_seq[t] * bt_stride;
         const int b = bt[pos[t] / bs], s = pos[t] % bs;

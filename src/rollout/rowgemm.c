@@ -5,13 +5,15 @@
 // then + (l+4), + (l+2), + (l+1). Lane chains of length C/16 keep the rounding error near that of a short
 // sum. The vector path computes exactly that: an AVX-512 register holds the 16 lanes of one (token, row)
 // pair, and a register tile of R weight rows x NT tokens loads each 16-column vector of a weight row once
-// and FMAs it against NT token vectors. Weight rows are read in memory order (at batch 1 one sequential
-// stream per thread, what the hardware prefetcher follows best), nothing is packed or transposed, and the
+// and FMAs it against NT token vectors. Weight rows are read in memory order (at batch 1 two long sequential
+// streams per thread, what the hardware prefetcher follows best), nothing is packed or transposed, and the
 // arithmetic is the same whatever T, the tile or the thread.
 #include "rollout/rowgemm.h"
 
 #include <math.h>
 #include <omp.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/common.h"
@@ -22,10 +24,10 @@
 
 #define LANES 16  // lanes per output: one AVX-512 vector
 #define SLAB 32   // weight rows per scheduling unit: (32, C) stays in L2 while every token tile passes over it
-#define RMAX 4    // weight rows per register tile at most (1 at T <= 2, 4 above)
+#define RMAX 4    // weight rows per register tile at most (2 at T <= 2, 4 above)
 #define TT 6      // tokens per register tile when T > 2: R*TT accumulators + R weight vectors + 1 <= 32 zmm
 #define KC 1024   // columns per block when T > 2: the (TT, KC) token tile (24 KiB) and 4 weight rows fit in L1
-#define PF_AHEAD 4096  // bytes: software prefetch distance of the T <= 2 weight stream
+#define PF_AHEAD 4096  // bytes: software prefetch distance of the T <= 2 weight streams
 #define TCH 24    // tokens whose lane accumulators wait in part between column blocks: (TCH, SLAB, 16) = 48 KiB
 
 static inline float wval_f32(const float *p) { return *p; }
@@ -86,12 +88,13 @@ static inline float hsum_tree(__m512 v) {
 // Columns [c0, c1) of the lane sums for rows wr[0..R-1] x tokens x (NT, ldx) (rows >= rw repeat a valid row;
 // their results are dropped). The lane accumulators start at 0 (first) or from part, and end in out[t*ldo + r]
 // (= or +=, after the lane tree; last) or back in part (NT, SLAB, LANES) [rows 0..R-1]: storing and reloading a
-// lane chain is exact, so column blocks do not change the sum. R and NT are constants at every call site, so
-// the tile stays in registers.
+// lane chain is exact, so column blocks do not change the sum. Tile row r's output is column r * os (os = 1,
+// or half a slab for the batch-1 pair). R and NT are constants at every call site, so the tile stays in
+// registers.
 #define DEFINE_TILE(NAME, WT, LD)                                                                              \
     static inline __attribute__((always_inline)) void NAME(                                                    \
         const int R, const int NT, float *out, int64_t ldo, const float *restrict x, int64_t ldx, int64_t c0,  \
-        int64_t c1, const WT *const *wr, int rw, int accumulate, float *part, int first, int last) {           \
+        int64_t c1, const WT *const *wr, int rw, int accumulate, float *part, int first, int last, int os) {  \
         __m512 acc[RMAX][TT];                                                                                  \
         _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                                                    \
             _Pragma("GCC unroll 6") for (int t = 0; t < NT; t++)                                               \
@@ -99,8 +102,11 @@ static inline float hsum_tree(__m512 v) {
         int64_t c = c0;                                                                                        \
         for (; c + LANES <= c1; c += LANES) {                                                                  \
             __m512 wv[RMAX];                                                                                   \
-            /* batch 1: fetch 4 KiB ahead of the stream (+3-4% GB/s on the 2.4 GB decode sweep, Zen 5) */     \
-            if (R == 1) _mm_prefetch((const char *)(wr[0] + c) + PF_AHEAD, _MM_HINT_T0);                       \
+            /* batch 1 (R = 2): fetch 4 KiB ahead of both streams (+3-4% on the 2.4 GB decode sweep, Zen 5) */ \
+            if (R == 2) {                                                                                      \
+                _mm_prefetch((const char *)(wr[0] + c) + PF_AHEAD, _MM_HINT_T0);                               \
+                _mm_prefetch((const char *)(wr[1] + c) + PF_AHEAD, _MM_HINT_T0);                               \
+            }                                                                                                  \
             _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) wv[r] = LD(wr[r] + c, 0xFFFF);                 \
             _Pragma("GCC unroll 6") for (int t = 0; t < NT; t++) {                                             \
                 __m512 xv = _mm512_loadu_ps(x + t * ldx + c);                                                  \
@@ -126,7 +132,7 @@ static inline float hsum_tree(__m512 v) {
                 if (!last) {                                                                                   \
                     _mm512_store_ps(part + (t * SLAB + r) * LANES, acc[r][t]);                                 \
                 } else if (r < rw) {                                                                           \
-                    float *o = out + t * ldo + r;                                                              \
+                    float *o = out + t * ldo + r * os;                                                         \
                     const float s = hsum_tree(acc[r][t]);                                                      \
                     *o = accumulate ? *o + s : s;                                                              \
                 }                                                                                              \
@@ -135,43 +141,48 @@ static inline float hsum_tree(__m512 v) {
 DEFINE_TILE(tile_f32, float, ld16_f32)
 DEFINE_TILE(tile_bf16, uint16_t, ld16_bf16)
 
-// One slab (rw <= SLAB rows of w) against all T tokens. T <= 2: one row at a time over all columns, so each
-// thread reads its weights as one sequential stream (out-of-order execution overlaps the next row's lane
-// chain with this one's). 8-row tiles, 8 page-sized streams per thread, streamed 59-63 GB/s where this
-// streams 67-73 on the same 2.4 GB sweep (Zen 5). Larger T: 4-row x 6-token tiles (24 FMAs per 10 loads) over column blocks
-// of KC, so the (6, KC) token tile stays in L1 for all of the slab's row groups, with the lane accumulators of
-// TCH tokens parked in part between blocks.
+// One slab (rw <= SLAB rows of w) against all T tokens. T <= 2: rows r and r + ceil(rw/2) together over all
+// columns, so each thread reads its weights as two sequential streams half a slab apart and runs two
+// independent lane chains (one FMA chain alone is 4 cycles per 64 bytes, and the reorder buffer barely holds
+// one 4 KiB row; out-of-order execution overlaps the next pair with this one). 8-row tiles, 8 page-sized
+// streams per thread, streamed 59-63 GB/s where one row at a time streamed 67-73 on the same 2.4 GB sweep, and
+// the pair adds 2-4% to that (Zen 5). Larger T: 4-row x 6-token tiles (24 FMAs per 10 loads) over column
+// blocks of KC, so the (6, KC) token tile stays in L1 for all of the slab's row groups, with the lane
+// accumulators of TCH tokens parked in part between blocks.
 #define DEFINE_SLAB(NAME, WT, TILE)                                                                         \
     static void NAME(float *out, int64_t ldo, const float *x, int64_t ldx, const WT *w, int64_t T, int64_t C, \
                      int rw, int accumulate) {                                                              \
         _Alignas(64) float part[TCH * SLAB * LANES];                                                        \
-        const int R = T <= 2 ? 1 : 4;                                                                       \
-        const int64_t kc = T <= 2 ? C : KC, step = T <= 2 ? T : TT;                                         \
+        if (T <= 2) {                                                                                       \
+            const int hf = (rw + 1) / 2;                                                                    \
+            for (int r0 = 0; r0 < hf; r0++) {                                                               \
+                const int two = r0 + hf < rw;   /* else the second stream repeats the first; dropped */     \
+                const WT *wr[RMAX] = {w + (int64_t)r0 * C, w + (int64_t)(two ? r0 + hf : r0) * C};          \
+                if (T == 1) TILE(2, 1, out + r0, ldo, x, ldx, 0, C, wr, 1 + two, accumulate, part, 1, 1, hf); \
+                else TILE(2, 2, out + r0, ldo, x, ldx, 0, C, wr, 1 + two, accumulate, part, 1, 1, hf);      \
+            }                                                                                               \
+            return;                                                                                         \
+        }                                                                                                   \
         for (int64_t t00 = 0; t00 < T; t00 += TCH) {                                                        \
             const int64_t t01 = T - t00 < TCH ? T : t00 + TCH;                                              \
-            for (int64_t c0 = 0; c0 < C; c0 += kc) {                                                        \
-                const int64_t c1 = C - c0 < kc ? C : c0 + kc;                                               \
+            for (int64_t c0 = 0; c0 < C; c0 += KC) {                                                        \
+                const int64_t c1 = C - c0 < KC ? C : c0 + KC;                                               \
                 const int first = c0 == 0, last = c1 == C;                                                  \
-                for (int64_t t0 = t00; t0 < t01; t0 += step) {                                              \
-                    const int nt = (int)(t01 - t0 < step ? t01 - t0 : step);                                \
-                    for (int r0 = 0; r0 < rw; r0 += R) {                                                    \
-                        const int gw = rw - r0 < R ? rw - r0 : R;                                           \
+                for (int64_t t0 = t00; t0 < t01; t0 += TT) {                                                \
+                    const int nt = (int)(t01 - t0 < TT ? t01 - t0 : TT);                                    \
+                    for (int r0 = 0; r0 < rw; r0 += 4) {                                                    \
+                        const int gw = rw - r0 < 4 ? rw - r0 : 4;                                           \
                         const WT *wr[RMAX];                                                                 \
                         for (int r = 0; r < RMAX; r++) wr[r] = w + (int64_t)(r0 + (r < gw ? r : 0)) * C;    \
                         float *o = out + t0 * ldo + r0, *pt = part + ((t0 - t00) * SLAB + r0) * LANES;      \
                         const float *xt = x + t0 * ldx;                                                     \
-                        if (T <= 2) {                                                                       \
-                            if (nt == 1) TILE(1, 1, o, ldo, xt, ldx, c0, c1, wr, gw, accumulate, pt, first, last); \
-                            else TILE(1, 2, o, ldo, xt, ldx, c0, c1, wr, gw, accumulate, pt, first, last);  \
-                        } else {                                                                            \
-                            switch (nt) {                                                                   \
-                            case 1: TILE(4, 1, o, ldo, xt, ldx, c0, c1, wr, gw, accumulate, pt, first, last); break; \
-                            case 2: TILE(4, 2, o, ldo, xt, ldx, c0, c1, wr, gw, accumulate, pt, first, last); break; \
-                            case 3: TILE(4, 3, o, ldo, xt, ldx, c0, c1, wr, gw, accumulate, pt, first, last); break; \
-                            case 4: TILE(4, 4, o, ldo, xt, ldx, c0, c1, wr, gw, accumulate, pt, first, last); break; \
-                            case 5: TILE(4, 5, o, ldo, xt, ldx, c0, c1, wr, gw, accumulate, pt, first, last); break; \
-                            default: TILE(4, 6, o, ldo, xt, ldx, c0, c1, wr, gw, accumulate, pt, first, last); break; \
-                            }                                                                               \
+                        switch (nt) {                                                                       \
+                        case 1: TILE(4, 1, o, ldo, xt, ldx, c0, c1, wr, gw, accumulate, pt, first, last, 1); break; \
+                        case 2: TILE(4, 2, o, ldo, xt, ldx, c0, c1, wr, gw, accumulate, pt, first, last, 1); break; \
+                        case 3: TILE(4, 3, o, ldo, xt, ldx, c0, c1, wr, gw, accumulate, pt, first, last, 1); break; \
+                        case 4: TILE(4, 4, o, ldo, xt, ldx, c0, c1, wr, gw, accumulate, pt, first, last, 1); break; \
+                        case 5: TILE(4, 5, o, ldo, xt, ldx, c0, c1, wr, gw, accumulate, pt, first, last, 1); break; \
+                        default: TILE(4, 6, o, ldo, xt, ldx, c0, c1, wr, gw, accumulate, pt, first, last, 1); break; \
                         }                                                                                   \
                     }                                                                                       \
                 }                                                                                           \
@@ -185,9 +196,54 @@ DEFINE_SLAB(slab_bf16, uint16_t, tile_bf16)
 #define slab_bf16 slab_scalar_bf16
 #endif
 
+// Work split of one parallel region over n independent units (slabs). Thread t owns the contiguous range
+// [t*n/nt, (t+1)*n/nt) and takes it front to back one unit at a time, so at batch 1 its weights are one
+// sequential stream. A thread whose range is empty takes the back half of the fullest other range and goes on
+// front to back there. The tail then costs about one unit (a 32-row slab, ~4 us at batch 1) where dynamic
+// chunks of 1/8 of a thread's share cost half a chunk on average, at ~200 products per decode step; and a
+// descheduled thread still loses its work to the other. A unit's result does not depend on who computes it.
+typedef struct {
+    _Alignas(64) _Atomic uint64_t lohi;   // lo | hi << 32: the owner's remaining units [lo, hi)
+} split_range;
+
+static void split_init(split_range *rg, int nt, int64_t n) {
+    for (int t = 0; t < nt; t++)
+        atomic_init(&rg[t].lohi, (uint64_t)(n * t / nt) | (uint64_t)(n * (t + 1) / nt) << 32);
+}
+
+// The next unit for thread t, or -1 when all are taken.
+static int64_t split_next(split_range *rg, int nt, int t) {
+    uint64_t v = atomic_load_explicit(&rg[t].lohi, memory_order_relaxed);
+    for (;;) {
+        const uint32_t lo = (uint32_t)v, hi = (uint32_t)(v >> 32);
+        if (lo >= hi) break;
+        if (atomic_compare_exchange_weak_explicit(&rg[t].lohi, &v, v + 1, memory_order_relaxed, memory_order_relaxed))
+            return lo;
+    }
+    for (;;) {
+        int best = -1;
+        uint32_t best_n = 0;
+        for (int u = 0; u < nt; u++) {
+            const uint64_t w = atomic_load_explicit(&rg[u].lohi, memory_order_relaxed);
+            const uint32_t lo = (uint32_t)w, hi = (uint32_t)(w >> 32);
+            if (hi > lo && hi - lo > best_n) { best = u; best_n = hi - lo; }
+        }
+        if (best < 0) return -1;
+        uint64_t w = atomic_load_explicit(&rg[best].lohi, memory_order_relaxed);
+        const uint32_t lo = (uint32_t)w, hi = (uint32_t)(w >> 32);
+        if (lo >= hi) continue;
+        const uint32_t mid = lo + (hi - lo) / 2;   // the victim keeps [lo, mid), the thief gets [mid, hi)
+        if (!atomic_compare_exchange_strong_explicit(&rg[best].lohi, &w, (uint64_t)lo | (uint64_t)mid << 32,
+                                                     memory_order_relaxed, memory_order_relaxed))
+            continue;
+        // only the owner writes an empty range; others just read it, so a plain store publishes the new one
+        atomic_store_explicit(&rg[t].lohi, (uint64_t)(mid + 1) | (uint64_t)hi << 32, memory_order_relaxed);
+        return mid;
+    }
+}
+
 // All slabs of all outputs form one index space, so fused products (q/k/v, gate/up) share one parallel region
-// and one tail. Dynamic schedule: a slab's result does not depend on the thread that computes it, and a busy
-// machine does not stall the step on one descheduled thread.
+// and one tail, split by split_next.
 #define DEFINE_GEMM(NAME, MULTI, WT, WF, SLABFN)                                                               \
     void MULTI(const rowgemm_out *outs, int n, const float *x, int64_t T, int64_t C, int accumulate) {         \
         CHECK(n >= 1 && n <= ROWGEMM_MAX_OUTS && T >= 0 && C > 0, #MULTI ": n=%d T=%lld C=%lld", n,            \
@@ -210,17 +266,23 @@ DEFINE_SLAB(slab_bf16, uint16_t, tile_bf16)
             for (int64_t t = 0; t < T; t++) memcpy(xbuf + t * ldx, x + t * C, (size_t)C * sizeof(float));      \
             xp = xbuf;                                                                                         \
         }                                                                                                      \
-        /* chunks of ~1/8 of a thread's share: long runs of consecutive slabs keep the L2 streamer trained */ \
-        /* at batch 1 (lm head: +5-10%), and 8 per thread still even out a descheduled thread              */ \
-        const int64_t chunk = first[n] / (8 * omp_get_max_threads()) > 1 ? first[n] / (8 * omp_get_max_threads()) : 1; \
-        _Pragma("omp parallel for schedule(dynamic, chunk)") for (int64_t s = 0; s < first[n]; s++) {          \
-            int j = 0;                                                                                         \
-            while (s >= first[j + 1]) j++;                                                                     \
-            const rowgemm_out *q = &outs[j];                                                                   \
-            const int64_t o0 = (s - first[j]) * SLAB;                                                          \
-            const int rw = (int)(q->OC - o0 < SLAB ? q->OC - o0 : SLAB);                                       \
-            SLABFN(q->out + o0, q->ldo, xp, ldx, q->WF + o0 * C, T, C, rw, accumulate);                        \
+        const int nt = omp_get_max_threads();                                                                  \
+        split_range *rg = aligned_alloc(64, (size_t)nt * sizeof(split_range));                                 \
+        CHECK(rg && first[n] < ((int64_t)1 << 31), #MULTI ": %d work ranges over %lld slabs", nt,             \
+              (long long)first[n]);                                                                            \
+        split_init(rg, nt, first[n]);                                                                          \
+        _Pragma("omp parallel num_threads(nt)") {                                                              \
+            const int th = omp_get_thread_num();                                                               \
+            for (int64_t s; (s = split_next(rg, nt, th)) >= 0;)   {                           \
+                int j = 0;                                                                                     \
+                while (s >= first[j + 1]) j++;                                                                 \
+                const rowgemm_out *q = &outs[j];                                                               \
+                const int64_t o0 = (s - first[j]) * SLAB;                                                      \
+                const int rw = (int)(q->OC - o0 < SLAB ? q->OC - o0 : SLAB);                                   \
+                SLABFN(q->out + o0, q->ldo, xp, ldx, q->WF + o0 * C, T, C, rw, accumulate);                    \
+            }                                                                                                  \
         }                                                                                                      \
+        free(rg);                                                                                              \
         rlc_free(xbuf);                                                                                        \
     }                                                                                                          \
     void NAME(float *out, int64_t ldo, const float *x, const WT *w, int64_t T, int64_t C, int64_t OC,          \

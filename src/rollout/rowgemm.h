@@ -9,8 +9,8 @@
 // and a decode of the same token give the same bits. (OpenBLAS sgemm gives no such guarantee.)
 //
 // Speed: one AVX-512 register holds the 16 lanes of one (token, row) pair, so weight rows are read in memory
-// order with no packing. T <= 2: one row at a time (each thread streams its weights sequentially, at about
-// the machine's read bandwidth). T > 2: 4-row x 6-token register tiles over 1024-column blocks (24 FMAs per
+// order with no packing. T <= 2: two rows half a slab apart at a time (each thread streams its weights as two
+// sequential streams, at about 0.9 of the machine's read bandwidth). T > 2: 4-row x 6-token register tiles over 1024-column blocks (24 FMAs per
 // 10 loads, the token tile held in L1; 60-67% of the FMA peak of two Zen 5 cores, 1.7x OpenBLAS sgemm on the
 // same product).
 #pragma once

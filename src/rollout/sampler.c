@@ -75,19 +75,28 @@ static int pair_cmp(const void *pa, const void *pb) {
     return a->i < b->i ? -1 : (a->i > b->i);
 }
 
-// Fill ws->e with exp((logits - max) / T) and ws->kept[0..n) with the kept ids in sampling order;
+// Fill ws->e with exp((logits - mx) / T) (mx = the max logit) and the kept ids in sampling order: *kept =
+// ws->kept[0..n), or NULL when the kept set is all of [0, V) in index order (no top-k, no top-p, no NaN logit:
+// the common rollout setting, where building and walking an identity list was a third of the sampler's time);
 // *mass = sum of e over the kept set (summed in that order), *sum_all = sum of e over all V.
-static int64_t select_kept(const sampler_params *sp, const float *logits, int64_t V, sampler_ws *ws, double *mass,
-                           double *sum_all) {
+static int64_t select_kept(const sampler_params *sp, const float *logits, int64_t V, float mx, sampler_ws *ws,
+                           const int32_t **kept, double *mass, double *sum_all) {
     CHECK(ws->V >= V, "sampler workspace for V=%lld used with V=%lld", (long long)ws->V, (long long)V);
     const float T = sp->temperature;
-    const float mx = logits[argmax(logits, V)];
     float *e = ws->e;
 #pragma omp simd
     for (int64_t i = 0; i < V; i++) e[i] = k_expf((logits[i] - mx) / T);
     double sa = 0;
     for (int64_t i = 0; i < V; i++) sa += e[i];
     *sum_all = sa;
+    *kept = ws->kept;
+    const int all_k = !(sp->top_k > 0 && sp->top_k < V);
+    // a NaN logit makes e and sa NaN; the general path below then leaves it out of the kept set
+    if (all_k && sp->top_p >= 1.f && !isnan(sa)) {
+        *kept = NULL;
+        *mass = sa;   // the same terms in the same order as the kept-set sum below
+        return V;
+    }
     float thr = -INFINITY;
     if (sp->top_k > 0 && sp->top_k < V) {
         memcpy(ws->tmp, logits, (size_t)V * sizeof(float));
@@ -132,9 +141,8 @@ static int64_t select_kept(const sampler_params *sp, const float *logits, int64_
     return n;
 }
 
-// log_softmax(logits / T')[tok] over the full vocabulary: z_tok - max z - log sum exp(z - max z).
-static float full_logprob(const float *logits, int64_t V, float T, int64_t tok, float *e) {
-    const float mx = logits[argmax(logits, V)];
+// log_softmax(logits / T')[tok] over the full vocabulary: z_tok - max z - log sum exp(z - max z), mx = max z.
+static float full_logprob(const float *logits, int64_t V, float mx, float T, int64_t tok, float *e) {
 #pragma omp simd
     for (int64_t i = 0; i < V; i++) e[i] = k_expf((logits[i] - mx) / T);
     double s = 0;
@@ -143,25 +151,32 @@ static float full_logprob(const float *logits, int64_t V, float T, int64_t tok, 
 }
 
 int32_t sampler_sample(const sampler_params *sp, const float *logits, int64_t V, double u, float *logprob, sampler_ws *ws) {
+    const int64_t am = argmax(logits, V);
+    const float mx = logits[am];
     if (sampler_is_greedy(sp)) {
-        int64_t tok = argmax(logits, V);
-        if (logprob) *logprob = full_logprob(logits, V, sp->temperature > 0.f ? sp->temperature : 1.f, tok, ws->e);
-        return (int32_t)tok;
+        if (logprob) *logprob = full_logprob(logits, V, mx, sp->temperature > 0.f ? sp->temperature : 1.f, am, ws->e);
+        return (int32_t)am;
     }
     double mass, sum_all;
-    int64_t n = select_kept(sp, logits, V, ws, &mass, &sum_all);
+    const int32_t *kept;
+    int64_t n = select_kept(sp, logits, V, mx, ws, &kept, &mass, &sum_all);
     CHECK(n > 0 && mass > 0, "sampler: empty kept set (n=%lld mass=%g)", (long long)n, mass);
     const double target = u * mass;
     double cum = 0;
-    int64_t tok = ws->kept[n - 1];
-    for (int64_t j = 0; j < n; j++) {
-        cum += ws->e[ws->kept[j]];
-        if (cum > target) { tok = ws->kept[j]; break; }
+    const float *e = ws->e;
+    int64_t tok = kept ? kept[n - 1] : n - 1;
+    if (kept) {
+        for (int64_t j = 0; j < n; j++) {
+            cum += e[kept[j]];
+            if (cum > target) { tok = kept[j]; break; }
+        }
+    } else {
+        for (int64_t j = 0; j < n; j++) {
+            cum += e[j];
+            if (cum > target) { tok = j; break; }
+        }
     }
-    if (logprob) {
-        const float mx = logits[argmax(logits, V)];
-        *logprob = (float)((double)((logits[tok] - mx) / sp->temperature) - log(sum_all));
-    }
+    if (logprob) *logprob = (float)((double)((logits[tok] - mx) / sp->temperature) - log(sum_all));
     return (int32_t)tok;
 }
 
@@ -172,7 +187,8 @@ int64_t sampler_probs(const sampler_params *sp, const float *logits, int64_t V, 
         return 1;
     }
     double mass, sum_all;
-    int64_t n = select_kept(sp, logits, V, ws, &mass, &sum_all);
-    for (int64_t j = 0; j < n; j++) probs[ws->kept[j]] = ws->e[ws->kept[j]] / mass;
+    const int32_t *kept;
+    int64_t n = select_kept(sp, logits, V, logits[argmax(logits, V)], ws, &kept, &mass, &sum_all);
+    for (int64_t j = 0; j < n; j++) probs[kept ? kept[j] : j] = ws->e[kept ? kept[j] : j] / mass;
     return n;
 }
