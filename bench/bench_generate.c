@@ -4,7 +4,9 @@
 //   batch 1 (one prompt, n=1) | n=8 from one prompt (prompt sharing) | 64 sequences (64 prompts, n=1)
 // Reported: decode tokens/s (tokens after each sample's first, over the time after the last first token),
 // time to first token, peak RSS; the memory-bandwidth roofline for batch 1 = measured copy bandwidth /
-// weight bytes per token (the median of copy probes taken right before and after each batch-1 run);
+// weight bytes per token (the median of copy probes taken right before, during (every 32 tokens, their time
+// taken out of the decode time) and after each batch-1 run), and the read-only roofline from read passes over
+// the weights at the same moments;
 // and PyTorch's KV-cache decode (bench/torch_decode.py, batch 1 and 16) in the same run, on the same workload
 // (--torch-new defaults to --new: the peer's per-token cost grows with the context too). Never pass/fail.
 //
@@ -114,7 +116,30 @@ static double copy_bandwidth(const bw_probe *p, int reps) {
 
 typedef struct { double decode_tok_s, ttft_s, total_s; int64_t gen; } run_stats;
 
-static run_stats run(qwen3_model *m, int n_prompts, int n, int new_tokens, int bf16, int64_t kv_bytes) {
+// Bandwidth probes during a batch-1 run, from the engine's logits hook every `every` tokens: a copy probe and a
+// read-only pass over the weights, taken at the same moments as the decode they are the roofline of. Their time
+// is taken out of the decode time.
+#define MAX_MID 64
+typedef struct {
+    const bw_probe *probe;
+    const float *w;   // (numel) the weights, for the read-only pass
+    size_t numel;
+    int every, n;
+    double copy[MAX_MID], read[MAX_MID], spent_s, sink;
+} mid_probes;
+static void mid_probe_hook(void *ctx, int prompt, int sample, int64_t step, const float *logits, int64_t V) {
+    (void)prompt, (void)sample, (void)logits, (void)V;
+    mid_probes *mp = ctx;
+    if (step == 0 || step % mp->every || mp->n >= MAX_MID) return;
+    const double t0 = rlc_now();
+    mp->copy[mp->n] = copy_bandwidth(mp->probe, 3);
+    const double t1 = rlc_now();
+    mp->sink += bench_read_pass(mp->w, mp->numel);
+    mp->read[mp->n++] = (double)(mp->numel / 4096 * 4096) * 4 / (rlc_now() - t1);
+    mp->spent_s += rlc_now() - t0;
+}
+
+static run_stats run(qwen3_model *m, int n_prompts, int n, int new_tokens, int bf16, int64_t kv_bytes, mid_probes *mp) {
     const int P = 64;
     rollout_config rc;
     rollout_config_default(&rc);
@@ -124,6 +149,10 @@ static run_stats run(qwen3_model *m, int n_prompts, int n, int new_tokens, int b
     rc.seed = 1;
     rc.weights_bf16 = bf16;
     rc.kv_cache_bytes = kv_bytes;
+    if (mp) {
+        rc.on_logits = mid_probe_hook;
+        rc.on_logits_ctx = mp;
+    }
     rollout_engine *e = rollout_engine_new(m, &rc);
     int32_t *ids = malloc((size_t)(n_prompts * P) * sizeof(int32_t));
     rollout_prompt *pr = calloc((size_t)n_prompts, sizeof *pr);
@@ -138,7 +167,10 @@ static run_stats run(qwen3_model *m, int n_prompts, int n, int new_tokens, int b
     double t_first_max = 0;
     for (int i = 0; i < res.n_samples; i++)
         if (res.samples[i].t_first > t_first_max) t_first_max = res.samples[i].t_first;
-    run_stats st = {(double)(res.gen_tokens - res.n_samples) / (res.t_total - t_first_max), t_first_max, res.t_total, res.gen_tokens};
+    // the hook runs after the first token's logits only from step `every` on, so all of its time is decode time
+    const double probe_s = mp ? mp->spent_s : 0;
+    run_stats st = {(double)(res.gen_tokens - res.n_samples) / (res.t_total - t_first_max - probe_s), t_first_max,
+                    res.t_total - probe_s, res.gen_tokens};
     rollout_result_free(&res);
     rollout_engine_free(e);
     free(ids);
@@ -206,17 +238,26 @@ int main(int argc, char **argv) {
     for (int b16 = 0; b16 <= bf16; b16++)
         for (int i = 0; i < n_sc; i++) {
             if (only >= 0 && i != only) continue;
-            double tk[9], tt[9], probes[18], bw_lo = 1e30, bw_hi = 0;
-            int n_probes = 0;
+            double tk[9], tt[9], probes[9 * (MAX_MID + 2)], rprobes[9 * MAX_MID], bw_lo = 1e30, bw_hi = 0;
+            int n_probes = 0, n_rprobes = 0;
             const double bytes = (double)(b16 ? w_bytes / 2 : w_bytes);
             for (int r = 0; r < reps; r++) {
                 // batch 1: this VM's copy bandwidth swings by up to 1.5x from one second to the next while decode
-                // speed stays put, so the roofline is the median of copy probes taken before and after every run
+                // speed stays put, so the roofline is the median of copy probes taken before, during (every 32
+                // tokens) and after every run; the read-only roofline likewise, from passes during the runs
+                mid_probes mp = {.probe = &probe, .w = ps.data, .numel = (size_t)pl.numel, .every = 32};
                 if (i == 0) probes[n_probes++] = copy_bandwidth(&probe, 5);
-                run_stats st = run(&m, sc[i].np, sc[i].n, new_tokens, b16, kv);
+                run_stats st = run(&m, sc[i].np, sc[i].n, new_tokens, b16, kv, i == 0 ? &mp : NULL);
                 tk[r] = st.decode_tok_s;
                 tt[r] = st.ttft_s;
-                if (i == 0) probes[n_probes++] = copy_bandwidth(&probe, 5);
+                if (i == 0) {
+                    probes[n_probes++] = copy_bandwidth(&probe, 5);
+                    for (int k = 0; k < mp.n; k++) {
+                        probes[n_probes++] = mp.copy[k];
+                        rprobes[n_rprobes++] = mp.read[k];
+                    }
+                    if (mp.sink == 1.234) printf(" ");   // keeps the sums live
+                }
             }
             for (int k = 0; k < n_probes; k++) {
                 if (probes[k] < bw_lo) bw_lo = probes[k];
@@ -227,10 +268,13 @@ int main(int argc, char **argv) {
                    b16 ? "bf16" : "fp32", tok, ttft, reps, rlc_peak_rss() / 1e9);
             if (i == 0) {
                 const double bw_med = bench_median(probes, n_probes);
-                printf(", %.0f%% of the %s roofline at the median copy probe around the runs (%.1f GB/s; probes %.1f-%.1f: "
-                       "%.0f-%.0f%%), %.0f%% of the read roofline",
-                       100.0 * tok / (bw_med / bytes), b16 ? "bf16" : "fp32", bw_med / 1e9, bw_lo / 1e9, bw_hi / 1e9,
-                       100.0 * tok / (bw_hi / bytes), 100.0 * tok / (bw_lo / bytes), 100.0 * tok / (rbw / bytes));
+                const double rbw_med = n_rprobes ? bench_median(rprobes, n_rprobes) : rbw;
+                printf(", %.0f%% of the %s roofline at the median of %d copy probes around and during the runs (%.1f GB/s; "
+                       "probes %.1f-%.1f: %.0f-%.0f%%), %.0f%% of the read roofline (median read-only pass during the "
+                       "runs %.1f GB/s)",
+                       100.0 * tok / (bw_med / bytes), b16 ? "bf16" : "fp32", n_probes, bw_med / 1e9, bw_lo / 1e9,
+                       bw_hi / 1e9, 100.0 * tok / (bw_hi / bytes), 100.0 * tok / (bw_lo / bytes),
+                       100.0 * tok / (rbw_med / bytes), rbw_med / 1e9);
             }
             printf("\n");
             fflush(stdout);

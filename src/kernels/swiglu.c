@@ -7,7 +7,7 @@
 
 // out (n) = silu(gate) * up, silu(g) = g / (1 + exp(-g)) (torch's formula)
 void swiglu_forward(float *out, const float *gate, const float *up, int64_t n) {
-#pragma omp parallel for simd schedule(static) if (n >= KERNELS_PAR_MIN)
+#pragma omp parallel for simd schedule(static) if (parallel : n >= KERNELS_PAR_MIN)
     for (int64_t i = 0; i < n; i++) {
         float g = gate[i];
         out[i] = (g / (1.0f + k_expf(-g))) * up[i];
@@ -27,6 +27,6 @@ void swiglu_backward(float *dgate, float *dup, const float *dout, const float *g
 
 // out (n) = a + b; out may alias a
 void residual_forward(float *out, const float *a, const float *b, int64_t n) {
-#pragma omp parallel for simd schedule(static) if (n >= KERNELS_PAR_MIN)
+#pragma omp parallel for simd schedule(static) if (parallel : n >= KERNELS_PAR_MIN)
     for (int64_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
