@@ -36,6 +36,13 @@ CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCH_BIN:= $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 TESTLIB  := $(BUILD)/obj/tests/testlib.o
+# rowgemm's other kernels, built and tested on any machine: the AVX2 one (x86-64-v3) and the portable C one.
+# Their test links test_rowgemm against a rowgemm.o built for that ISA (it takes the archive's place).
+ROWGEMM_ISAS := avx2 scalar
+ISA_MARCH_avx2   := -march=x86-64-v3
+ISA_MARCH_scalar := -march=x86-64
+TEST_BIN += $(ROWGEMM_ISAS:%=$(BUILD)/tests/test_rowgemm_%)
+BENCH_BIN+= $(BUILD)/bench/bench_rowgemm_avx2
 
 .PHONY: all test bench deps clean demo
 all: $(BUILD)/rlc $(BUILD)/librlc.a $(TEST_BIN) $(BENCH_BIN)
@@ -57,6 +64,23 @@ $(BUILD)/rlc: $(CLI_OBJ) $(BUILD)/librlc.a
 $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TESTLIB) $(BUILD)/librlc.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(TESTLIB) $(BUILD)/librlc.a $(LDLIBS)
+
+# -march=native expands to explicit -m flags that a later -march would not undo, so it is dropped here.
+$(BUILD)/obj/isa-%/rowgemm.o: src/rollout/rowgemm.c
+	@mkdir -p $(dir $@)
+	$(CC) $(filter-out -march=native,$(CFLAGS)) $(ISA_MARCH_$*) -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/isa-%/test_rowgemm.o: tests/test_rowgemm.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DRLC_EXPECT_ISA='"$*"' -MMD -MP -c $< -o $@
+
+$(BUILD)/tests/test_rowgemm_%: $(BUILD)/obj/isa-%/test_rowgemm.o $(BUILD)/obj/isa-%/rowgemm.o $(TESTLIB) $(BUILD)/librlc.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/bench/bench_rowgemm_%: $(BUILD)/obj/bench/bench_rowgemm.o $(BUILD)/obj/isa-%/rowgemm.o $(BUILD)/librlc.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(BUILD)/librlc.a
 	@mkdir -p $(dir $@)

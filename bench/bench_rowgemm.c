@@ -47,8 +47,8 @@ int main(int argc, char **argv) {
     }
     const double bw = 2.0 * nb * 4 / bench_median(tb, reps);
     rlc_free(ba); rlc_free(bb);
-    printf("bench_rowgemm: %d threads, OpenBLAS core %s, median of %d; copy bandwidth %.1f GB/s\n", be.n_threads,
-           be.blas_core, reps, bw * 1e-9);
+    printf("bench_rowgemm: rowgemm kernel %s, %d threads, OpenBLAS core %s, median of %d; copy bandwidth %.1f GB/s\n",
+           rowgemm_isa(), be.n_threads, be.blas_core, reps, bw * 1e-9);
     // (C, OC) of a Qwen3-0.6B layer: q, k/v, o, gate/up, down; and a 16384-row slice of the lm head
     const int64_t shapes[][2] = {{1024, 2048}, {1024, 1024}, {2048, 1024}, {1024, 3072}, {3072, 1024}, {1024, 16384}};
     const char *names[] = {"q_proj", "k+v_proj", "o_proj", "gate/up", "down", "lm_head/16k"};

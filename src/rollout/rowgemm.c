@@ -3,9 +3,9 @@
 // Each output out[t, o] is one fixed sum: 16 lanes, lane l an FMA chain from 0 over the columns c = l, l+16,
 // l+32, ... (C padded with zero terms to a multiple of 16), then the lanes added as a fixed tree: l + (l+8),
 // then + (l+4), + (l+2), + (l+1). Lane chains of length C/16 keep the rounding error near that of a short
-// sum. The vector path computes exactly that: an AVX-512 register holds the 16 lanes of one (token, row)
-// pair, and a register tile of R weight rows x NT tokens loads each 16-column vector of a weight row once
-// and FMAs it against NT token vectors. Weight rows are read in memory order (at batch 1 two long sequential
+// sum. The vector paths compute exactly that: an AVX-512 register (or two AVX2 ones) holds the 16 lanes of one
+// (token, row) pair, and a register tile of R weight rows x NT tokens loads each 16-column vector of a weight
+// row once and FMAs it against NT token vectors. Weight rows are read in memory order (at batch 1 two long sequential
 // streams per thread, what the hardware prefetcher follows best), nothing is packed or transposed, and the
 // arithmetic is the same whatever T, the tile or the thread.
 #include "rollout/rowgemm.h"
@@ -18,15 +18,14 @@
 
 #include "core/common.h"
 
-#ifdef __AVX512F__
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
 #endif
 
-#define LANES 16  // lanes per output: one AVX-512 vector
+#define LANES 16  // lanes per output: one AVX-512 vector, two AVX2 ones
 #define SLAB 32   // weight rows per scheduling unit: (32, C) stays in L2 while every token tile passes over it
-#define RMAX 4    // weight rows per register tile at most (2 at T <= 2, 4 above)
-#define TT 6      // tokens per register tile when T > 2: R*TT accumulators + R weight vectors + 1 <= 32 zmm
-#define KC 1024   // columns per block when T > 2: the (TT, KC) token tile (24 KiB) and 4 weight rows fit in L1
+#define RMAX 4    // weight rows per register tile at most (2 at T <= 2; TR above)
+#define KC 1024   // columns per block when T > 2: the (TT, KC) token tile (<= 24 KiB) and TR weight rows fit in L1
 #define PF_BF16 4096  // bytes: software prefetch distance of the bf16 weight streams at T <= 2
 #define TCH 24    // tokens whose lane accumulators wait in part between column blocks: (TCH, SLAB, 16) = 48 KiB
 
@@ -65,11 +64,23 @@ static inline float lane_tree(float L[LANES]) {
             }                                                                                              \
     }
 DEFINE_SLAB_SCALAR(slab_scalar_f32, float, wval_f32)
-#ifndef __AVX512F__
+#if !defined(__AVX512F__) && !(defined(__AVX2__) && defined(__FMA__))
 DEFINE_SLAB_SCALAR(slab_scalar_bf16, uint16_t, wval_bf16)
 #endif
 
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+// lane_tree from (l, l+4) on, over the 8 lanes a = lanes 0-7 + lanes 8-15 (the (l, l+8) step, done by the caller).
+static inline float hsum_tree8(__m256 a) {
+    const __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    const __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
+    return _mm_cvtss_f32(_mm_add_ss(c, _mm_shuffle_ps(c, c, 1)));
+}
+#endif
+
 #ifdef __AVX512F__
+#define ROWGEMM_ISA "avx512"
+#define TR 4   // weight rows per register tile when T > 2
+#define TT 6   // tokens per register tile when T > 2: TR*TT accumulators + TR weight vectors + 1 <= 32 zmm
 static inline __m512 ld16_f32(const float *p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
 static inline __m512 ld16_bf16(const uint16_t *p, __mmask16 m) {
     __m256i h = _mm256_maskz_loadu_epi16(m, p);
@@ -78,11 +89,8 @@ static inline __m512 ld16_bf16(const uint16_t *p, __mmask16 m) {
 
 // lane_tree on a vector: (l, l+8), (l, l+4), (l, l+2), (l, l+1).
 static inline float hsum_tree(__m512 v) {
-    const __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v),
-                                   _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
-    const __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-    const __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
-    return _mm_cvtss_f32(_mm_add_ss(c, _mm_shuffle_ps(c, c, 1)));
+    return hsum_tree8(_mm256_add_ps(_mm512_castps512_ps256(v),
+                                    _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
 }
 
 // Columns [c0, c1) of the lane sums for rows wr[0..R-1] x tokens x (NT, ldx) (rows >= rw repeat a valid row;
@@ -141,14 +149,108 @@ static inline float hsum_tree(__m512 v) {
     }
 DEFINE_TILE(tile_f32, float, ld16_f32)
 DEFINE_TILE(tile_bf16, uint16_t, ld16_bf16)
+// The T > 2 tile for nt (1..TT) tokens; R and NT are compile-time constants in each case.
+#define TILE_NT(TILE, nt, ...)                                                                                 \
+    switch (nt) {                                                                                              \
+    case 1: TILE(4, 1, __VA_ARGS__); break;                                                                    \
+    case 2: TILE(4, 2, __VA_ARGS__); break;                                                                    \
+    case 3: TILE(4, 3, __VA_ARGS__); break;                                                                    \
+    case 4: TILE(4, 4, __VA_ARGS__); break;                                                                    \
+    case 5: TILE(4, 5, __VA_ARGS__); break;                                                                    \
+    default: TILE(4, 6, __VA_ARGS__); break;                                                                   \
+    }
+
+#elif defined(__AVX2__) && defined(__FMA__)
+// AVX2 + FMA (x86-64-v3 CPUs without AVX-512): the 16 lanes of a (token, row) pair are two 8-float registers,
+// lanes 0-7 and 8-15, with the same FMA chains; the tree's (l, l+8) step adds the two. Same tiles as above, but
+// 16 ymm registers hold 2-row x 3-token tiles for T > 2 (12 accumulators, 2 weight halves, 1 token half).
+#define ROWGEMM_ISA "avx2"
+#define TR 2
+#define TT 3
+static inline __m256 ld8_f32(const float *p) { return _mm256_loadu_ps(p); }
+static inline __m256 ld8_bf16(const uint16_t *p) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
+}
+
+// The AVX-512 tile's contract (above), on register pairs.
+#define DEFINE_TILE(NAME, WT, LD)                                                                              \
+    static inline __attribute__((always_inline)) void NAME(                                                    \
+        const int R, const int NT, float *out, int64_t ldo, const float *restrict x, int64_t ldx, int64_t c0,  \
+        int64_t c1, const WT *const *wr, int rw, int accumulate, float *part, int first, int last, int os) {   \
+        __m256 acc[RMAX][TT][2];                                                                               \
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                                                    \
+            _Pragma("GCC unroll 3") for (int t = 0; t < NT; t++)                                               \
+                for (int h = 0; h < 2; h++)                                                                    \
+                    acc[r][t][h] = first ? _mm256_setzero_ps() : _mm256_load_ps(part + (t * SLAB + r) * LANES + 8 * h);\
+        int64_t c = c0;                                                                                        \
+        _Pragma("GCC unroll 2") for (; c + LANES <= c1; c += LANES) {                                          \
+            if (R == 2 && sizeof(WT) == 2) {                                                                   \
+                _mm_prefetch((const char *)(wr[0] + c) + PF_BF16, _MM_HINT_T0);                                \
+                _mm_prefetch((const char *)(wr[1] + c) + PF_BF16, _MM_HINT_T0);                                \
+            }                                                                                                  \
+            _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {                                              \
+                __m256 wv[RMAX];                                                                               \
+                _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) wv[r] = LD(wr[r] + c + 8 * h);             \
+                _Pragma("GCC unroll 3") for (int t = 0; t < NT; t++) {                                         \
+                    __m256 xv = _mm256_loadu_ps(x + t * ldx + c + 8 * h);                                      \
+                    __asm__("" : "+x"(xv)); /* one load per token vector, not one per FMA */                   \
+                    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                                        \
+                        acc[r][t][h] = _mm256_fmadd_ps(wv[r], xv, acc[r][t][h]);                               \
+                }                                                                                              \
+            }                                                                                                  \
+        }                                                                                                      \
+        if (c < c1) { /* tail (last block only): zero-padded copies, the zero terms of the scalar definition */\
+            const int n = (int)(c1 - c);                                                                       \
+            _Alignas(32) WT wb[RMAX][LANES];                                                                   \
+            _Alignas(32) float xb[TT][LANES];                                                                  \
+            for (int r = 0; r < R; r++) {                                                                      \
+                memset(wb[r], 0, sizeof wb[r]);                                                                \
+                memcpy(wb[r], wr[r] + c, (size_t)n * sizeof(WT));                                              \
+            }                                                                                                  \
+            for (int t = 0; t < NT; t++) {                                                                     \
+                memset(xb[t], 0, sizeof xb[t]);                                                                \
+                memcpy(xb[t], x + t * ldx + c, (size_t)n * sizeof(float));                                     \
+            }                                                                                                  \
+            for (int h = 0; h < 2; h++) {                                                                      \
+                __m256 wv[RMAX];                                                                               \
+                for (int r = 0; r < R; r++) wv[r] = LD(wb[r] + 8 * h);                                         \
+                for (int t = 0; t < NT; t++) {                                                                 \
+                    const __m256 xv = _mm256_load_ps(xb[t] + 8 * h);                                           \
+                    for (int r = 0; r < R; r++) acc[r][t][h] = _mm256_fmadd_ps(wv[r], xv, acc[r][t][h]);       \
+                }                                                                                              \
+            }                                                                                                  \
+        }                                                                                                      \
+        _Pragma("GCC unroll 3") for (int t = 0; t < NT; t++)                                                   \
+            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {                                              \
+                if (!last) {                                                                                   \
+                    _mm256_store_ps(part + (t * SLAB + r) * LANES, acc[r][t][0]);                              \
+                    _mm256_store_ps(part + (t * SLAB + r) * LANES + 8, acc[r][t][1]);                          \
+                } else if (r < rw) {                                                                           \
+                    float *o = out + t * ldo + r * os;                                                         \
+                    const float s = hsum_tree8(_mm256_add_ps(acc[r][t][0], acc[r][t][1]));                     \
+                    *o = accumulate ? *o + s : s;                                                              \
+                }                                                                                              \
+            }                                                                                                  \
+    }
+DEFINE_TILE(tile_f32, float, ld8_f32)
+DEFINE_TILE(tile_bf16, uint16_t, ld8_bf16)
+#define TILE_NT(TILE, nt, ...)                                                                                 \
+    switch (nt) {                                                                                              \
+    case 1: TILE(2, 1, __VA_ARGS__); break;                                                                    \
+    case 2: TILE(2, 2, __VA_ARGS__); break;                                                                    \
+    default: TILE(2, 3, __VA_ARGS__); break;                                                                   \
+    }
+#endif
+
+#ifdef ROWGEMM_ISA
 
 // One slab (rw <= SLAB rows of w) against all T tokens. T <= 2: rows r and r + ceil(rw/2) together over all
 // columns, so each thread reads its weights as two sequential streams half a slab apart and runs two
 // independent lane chains (one FMA chain alone is 4 cycles per 64 bytes). On the 2.4 GB decode sweep (Zen 5),
 // 8-row tiles (8 page-sized streams per thread) streamed 59-63 GB/s where one row at a time streamed 67-73,
-// and the pair adds 2-4% to that. Larger T: 4-row x 6-token tiles (24 FMAs per 10 loads) over column blocks
-// of KC, so the (6, KC) token tile stays in L1 for all of the slab's row groups, with the lane accumulators of
-// TCH tokens parked in part between blocks.
+// and the pair adds 2-4% to that. Larger T: TR-row x TT-token tiles (AVX-512: 4 x 6, 24 FMAs per 10 loads) over
+// column blocks of KC, so the (TT, KC) token tile stays in L1 for all of the slab's row groups, with the lane
+// accumulators of TCH tokens parked in part between blocks.
 #define DEFINE_SLAB(NAME, WT, TILE)                                                                         \
     static void NAME(float *out, int64_t ldo, const float *x, int64_t ldx, const WT *w, int64_t T, int64_t C, \
                      int rw, int accumulate) {                                                              \
@@ -170,20 +272,13 @@ DEFINE_TILE(tile_bf16, uint16_t, ld16_bf16)
                 const int first = c0 == 0, last = c1 == C;                                                  \
                 for (int64_t t0 = t00; t0 < t01; t0 += TT) {                                                \
                     const int nt = (int)(t01 - t0 < TT ? t01 - t0 : TT);                                    \
-                    for (int r0 = 0; r0 < rw; r0 += 4) {                                                    \
-                        const int gw = rw - r0 < 4 ? rw - r0 : 4;                                           \
+                    for (int r0 = 0; r0 < rw; r0 += TR) {                                                   \
+                        const int gw = rw - r0 < TR ? rw - r0 : TR;                                         \
                         const WT *wr[RMAX];                                                                 \
                         for (int r = 0; r < RMAX; r++) wr[r] = w + (int64_t)(r0 + (r < gw ? r : 0)) * C;    \
                         float *o = out + t0 * ldo + r0, *pt = part + ((t0 - t00) * SLAB + r0) * LANES;      \
                         const float *xt = x + t0 * ldx;                                                     \
-                        switch (nt) {                                                                       \
-                        case 1: TILE(4, 1, o, ldo, xt, ldx, c0, c1, wr, gw, accumulate, pt, first, last, 1); break; \
-                        case 2: TILE(4, 2, o, ldo, xt, ldx, c0, c1, wr, gw, accumulate, pt, first, last, 1); break; \
-                        case 3: TILE(4, 3, o, ldo, xt, ldx, c0, c1, wr, gw, accumulate, pt, first, last, 1); break; \
-                        case 4: TILE(4, 4, o, ldo, xt, ldx, c0, c1, wr, gw, accumulate, pt, first, last, 1); break; \
-                        case 5: TILE(4, 5, o, ldo, xt, ldx, c0, c1, wr, gw, accumulate, pt, first, last, 1); break; \
-                        default: TILE(4, 6, o, ldo, xt, ldx, c0, c1, wr, gw, accumulate, pt, first, last, 1); break; \
-                        }                                                                                   \
+                        TILE_NT(TILE, nt, o, ldo, xt, ldx, c0, c1, wr, gw, accumulate, pt, first, last, 1); \
                     }                                                                                       \
                 }                                                                                           \
             }                                                                                               \
@@ -192,6 +287,7 @@ DEFINE_TILE(tile_bf16, uint16_t, ld16_bf16)
 DEFINE_SLAB(slab_f32, float, tile_f32)
 DEFINE_SLAB(slab_bf16, uint16_t, tile_bf16)
 #else
+#define ROWGEMM_ISA "scalar"
 #define slab_f32 slab_scalar_f32
 #define slab_bf16 slab_scalar_bf16
 #endif
@@ -273,7 +369,7 @@ static int64_t split_next(split_range *rg, int nt, int t) {
         split_init(rg, nt, first[n]);                                                                          \
         _Pragma("omp parallel num_threads(nt)") {                                                              \
             const int th = omp_get_thread_num();                                                               \
-            for (int64_t s; (s = split_next(rg, nt, th)) >= 0;)   {                           \
+            for (int64_t s; (s = split_next(rg, nt, th)) >= 0;) {                                              \
                 int j = 0;                                                                                     \
                 while (s >= first[j + 1]) j++;                                                                 \
                 const rowgemm_out *q = &outs[j];                                                               \
@@ -310,6 +406,8 @@ void rowgemm_forward_ref(float *out, int64_t ldo, const float *x, const float *w
             *p = accumulate ? (float)((double)*p + s) : (float)s;
         }
 }
+
+const char *rowgemm_isa(void) { return ROWGEMM_ISA; }
 
 void rowgemm_to_bf16(uint16_t *dst, const float *src, int64_t n) {
 #pragma omp parallel for schedule(static)

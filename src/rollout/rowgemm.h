@@ -10,9 +10,9 @@
 //
 // Speed: one AVX-512 register holds the 16 lanes of one (token, row) pair, so weight rows are read in memory
 // order with no packing. T <= 2: two rows half a slab apart at a time (each thread streams its weights as two
-// sequential streams, at about 0.9 of the machine's read bandwidth). T > 2: 4-row x 6-token register tiles over 1024-column blocks (24 FMAs per
-// 10 loads, the token tile held in L1; 60-67% of the FMA peak of two Zen 5 cores, 1.7x OpenBLAS sgemm on the
-// same product).
+// sequential streams, at about 0.9 of the machine's read bandwidth). T > 2: 4-row x 6-token register tiles
+// over 1024-column blocks (24 FMAs per 10 loads, the token tile held in L1; 60-70% of the FMA peak of two Zen 5
+// cores, 1.7-1.9x OpenBLAS sgemm on the same product).
 #pragma once
 #include <stdint.h>
 
@@ -40,6 +40,9 @@ void rowgemm_forward_scalar(float *out, int64_t ldo, const float *x, const float
 // Reference: double-precision dot products. Tests only.
 void rowgemm_forward_ref(float *out, int64_t ldo, const float *x, const float *w, int64_t T, int64_t C, int64_t OC,
                          int accumulate);
+
+// The kernel this build runs: "avx512", "avx2" (x86-64-v3 without AVX-512) or "scalar" (the definition above).
+const char *rowgemm_isa(void);
 
 // fp32 -> bf16 round-to-nearest-even (NaN kept quiet), n elements; parallel.
 void rowgemm_to_bf16(uint16_t *dst, const float *src, int64_t n);
