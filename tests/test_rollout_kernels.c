@@ -72,10 +72,13 @@ static int32_t *fill_cache(kv_cache *kc, tl_rng *r, int n_seqs, const int *lens,
 static void test_paged_attention(void) {
     tl_rng r;
     tl_rng_init(&r, 5);
-    // fast path: head pairs (G = 2, 4), a leftover head (G = 1, 5), register-resident rows (D % 128 == 0: 128,
-    // 256) and the per-vector loop (D = 16, 64); the portable path (block size 5)
+    // fast path: head pairs (G = 2, 4, 8), a leftover head (G = 1, 5), register-resident rows (D % 128 == 0: 128,
+    // 256) and the per-vector loop (D = 16, 32, 64), tasks of several kv heads (the full call) and of one (the
+    // batch-invariance calls), groups capped by the accumulator (G = 8: 2 of 4 kv heads); the portable path
+    // (block size 5)
     struct { int nh, nkv, D, bs; } cfgs[] = {{4, 2, 64, 16}, {8, 8, 16, 16}, {8, 2, 128, 16}, {16, 8, 128, 16},
-                                             {10, 2, 128, 16}, {3, 1, 256, 16}, {6, 3, 24, 5}};
+                                             {10, 2, 128, 16}, {3, 1, 256, 16}, {6, 3, 32, 16}, {32, 4, 64, 16},
+                                             {6, 3, 24, 5}};
     for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++) {
         const int nh = cfgs[ci].nh, nkv = cfgs[ci].nkv, D = cfgs[ci].D, bs = cfgs[ci].bs;
         kv_cache kc;

@@ -3,10 +3,11 @@
 // Every query token t belongs to a sequence (row tok_seq[t] of block_tables) and sits at position pos[t];
 // it attends to the keys at positions 0..pos[t] of that sequence (its own key included, so the caller
 // writes the new tokens' k/v first). The same kernel serves decode (one token per sequence) and prefill or
-// recompute (many tokens of a sequence): each (token, kv head) is one task with a fixed loop over the
-// sequence's blocks and an online softmax, so its result does not depend on the other tokens in the call,
-// on the thread count, or on where the blocks live. OpenMP over tokens x kv heads (dynamic schedule:
-// a task's result does not depend on the thread that runs it).
+// recompute (many tokens of a sequence): each (token, kv head) runs a fixed loop over the sequence's blocks
+// with an online softmax, so its result does not depend on the other tokens in the call, on the thread
+// count, or on where the blocks live. OpenMP tasks are (token, group of kv heads), the group as large as
+// still leaves 8 tasks per thread (dynamic schedule: a task's result does not depend on the thread that runs
+// it, nor each head's on its group).
 #pragma once
 #include <stdint.h>
 
