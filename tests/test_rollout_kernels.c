@@ -13,12 +13,6 @@
 #include "rollout/sampler.h"
 #include "testlib.h"
 
-static float *rnd(tl_rng *r, int64_t n, float std) {
-    float *x = rlc_alloc((size_t)n * sizeof(float));
-    tl_fill_normal(r, x, n, std);
-    return x;
-}
-
 static void test_kv_cache(void) {
     kv_cache kc;
     const int64_t bb = kv_cache_block_bytes(2, 2, 16, 16);
@@ -59,7 +53,7 @@ static int32_t *fill_cache(kv_cache *kc, tl_rng *r, int n_seqs, const int *lens,
         for (int64_t i = 0; i < (lens[s] + bs - 1) / bs; i++) bt[s * stride + i] = kv_cache_alloc(kc);
     for (int s = 0; s + 1 < n_seqs; s += 2)   // swap whole tables of neighbours' first blocks for scatter
         if (bt[s * stride] >= 0 && bt[(s + 1) * stride] >= 0) { int32_t t = bt[s * stride]; bt[s * stride] = bt[(s + 1) * stride]; bt[(s + 1) * stride] = t; }
-    float *k = rnd(r, T * nkv * D, 1.f), *v = rnd(r, T * nkv * D, 1.f);
+    float *k = tl_alloc_normal(r, T * nkv * D, 1.f), *v = tl_alloc_normal(r, T * nkv * D, 1.f);
     int32_t *ts = malloc((size_t)T * 4), *pos = malloc((size_t)T * 4);
     int64_t t = 0;
     for (int s = 0; s < n_seqs; s++)
@@ -89,7 +83,7 @@ static void test_paged_attention(void) {
         float *k, *v;
         int32_t *ts, *pos;
         int32_t *bt = fill_cache(&kc, &r, n_seqs, lens, &stride, &k, &v, &ts, &pos, &T, 1);
-        float *q = rnd(&r, T * nh * D, 1.f);
+        float *q = tl_alloc_normal(&r, T * nh * D, 1.f);
         float *o = rlc_alloc((size_t)(T * nh * D) * 4), *o_ref = rlc_alloc((size_t)(T * nh * D) * 4);
         paged_attention_forward(o, q, &kc, 1, bt, stride, ts, pos, T, nh);
         paged_attention_forward_ref(o_ref, q, &kc, 1, bt, stride, ts, pos, T, nh);

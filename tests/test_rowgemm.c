@@ -12,12 +12,6 @@
 #include "rollout/rowgemm.h"
 #include "testlib.h"
 
-static float *rnd(tl_rng *r, int64_t n, float std) {
-    float *x = rlc_alloc((size_t)n * sizeof(float));
-    tl_fill_normal(r, x, n, std);
-    return x;
-}
-
 static void test_rowgemm(void) {
     tl_rng r;
     tl_rng_init(&r, 11);
@@ -27,7 +21,7 @@ static void test_rowgemm(void) {
                                  {97, 300, 33}, {25, 3072, 48}, {7, 2100, 40}, {2, 2100, 9}};
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const int64_t T = shapes[si][0], C = shapes[si][1], OC = shapes[si][2];
-        float *x = rnd(&r, T * C, 1.f), *w = rnd(&r, OC * C, 1.f / sqrtf((float)C));
+        float *x = tl_alloc_normal(&r, T * C, 1.f), *w = tl_alloc_normal(&r, OC * C, 1.f / sqrtf((float)C));
         float *o = rlc_alloc((size_t)(T * OC) * 4), *o_ref = rlc_alloc((size_t)(T * OC) * 4);
         rowgemm_forward(o, OC, x, w, T, C, OC, 0);
         rowgemm_forward_ref(o_ref, OC, x, w, T, C, OC, 0);

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/common.h"
+
 int tl_passed, tl_failed, tl_skipped;
 
 void tl_check_(int ok, const char *file, int line, const char *fmt, ...) {
@@ -66,6 +68,11 @@ float tl_normal(tl_rng *r, float std) {
     return (float)(std * sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
 }
 void tl_fill_normal(tl_rng *r, float *x, int64_t n, float std) { for (int64_t i = 0; i < n; i++) x[i] = tl_normal(r, std); }
+float *tl_alloc_normal(tl_rng *r, int64_t n, float std) {
+    float *x = rlc_alloc((size_t)n * sizeof(float));
+    tl_fill_normal(r, x, n, std);
+    return x;
+}
 
 int tl_system(const char *fmt, ...) {
     char cmd[8192];

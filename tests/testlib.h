@@ -25,6 +25,8 @@ void tl_rng_init(tl_rng *r, uint64_t seed);
 float tl_uniform(tl_rng *r, float lo, float hi);
 float tl_normal(tl_rng *r, float std);
 void tl_fill_normal(tl_rng *r, float *x, int64_t n, float std);
+// A fresh rlc_alloc'd (n) buffer filled by tl_fill_normal; free with rlc_free.
+float *tl_alloc_normal(tl_rng *r, int64_t n, float std);
 
 // Run a shell command; returns its exit status (or -1). Output goes to ours.
 int tl_system(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

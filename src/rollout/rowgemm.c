@@ -5,9 +5,9 @@
 // then + (l+4), + (l+2), + (l+1). Lane chains of length C/16 keep the rounding error near that of a short
 // sum. The vector paths compute exactly that: an AVX-512 register (or two AVX2 ones) holds the 16 lanes of one
 // (token, row) pair, and a register tile of R weight rows x NT tokens loads each 16-column vector of a weight
-// row once and FMAs it against NT token vectors. Weight rows are read in memory order (at batch 1 two long sequential
-// streams per thread, what the hardware prefetcher follows best), nothing is packed or transposed, and the
-// arithmetic is the same whatever T, the tile or the thread.
+// row once and FMAs it against NT token vectors. Weight rows are read in memory order (at batch 1 two long
+// sequential streams per thread, what the hardware prefetcher follows best), nothing is packed or transposed,
+// and the arithmetic is the same whatever T, the tile or the thread.
 #include "rollout/rowgemm.h"
 
 #include <math.h>
@@ -181,7 +181,8 @@ static inline __m256 ld8_bf16(const uint16_t *p) {
         _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                                                    \
             _Pragma("GCC unroll 3") for (int t = 0; t < NT; t++)                                               \
                 for (int h = 0; h < 2; h++)                                                                    \
-                    acc[r][t][h] = first ? _mm256_setzero_ps() : _mm256_load_ps(part + (t * SLAB + r) * LANES + 8 * h);\
+                    acc[r][t][h] = first ? _mm256_setzero_ps()                                                 \
+                                         : _mm256_load_ps(part + (t * SLAB + r) * LANES + 8 * h);              \
         int64_t c = c0;                                                                                        \
         _Pragma("GCC unroll 2") for (; c + LANES <= c1; c += LANES) {                                          \
             if (R == 2 && sizeof(WT) == 2) {                                                                   \
