@@ -36,13 +36,14 @@ CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCH_BIN:= $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 TESTLIB  := $(BUILD)/obj/tests/testlib.o
-# rowgemm's other kernels, built and tested on any machine: the AVX2 one (x86-64-v3) and the portable C one.
-# Their test links test_rowgemm against a rowgemm.o built for that ISA (it takes the archive's place).
-ROWGEMM_ISAS := avx2 scalar
+# The rollout kernels' other ISAs, built and tested on any machine: AVX2 (x86-64-v3) and portable C. A kernel K's
+# test_K_<isa> links tests/test_K.c against src/rollout/K.c built for that ISA (it takes the archive's place).
+ISA_KERNELS := rowgemm paged_attention
+KERNEL_ISAS := avx2 scalar
 ISA_MARCH_avx2   := -march=x86-64-v3
 ISA_MARCH_scalar := -march=x86-64
-TEST_BIN += $(ROWGEMM_ISAS:%=$(BUILD)/tests/test_rowgemm_%)
-BENCH_BIN+= $(BUILD)/bench/bench_rowgemm_avx2
+TEST_BIN += $(foreach k,$(ISA_KERNELS),$(KERNEL_ISAS:%=$(BUILD)/tests/test_$(k)_%))
+BENCH_BIN+= $(ISA_KERNELS:%=$(BUILD)/bench/bench_%_avx2)
 
 .PHONY: all test bench deps clean demo
 all: $(BUILD)/rlc $(BUILD)/librlc.a $(TEST_BIN) $(BENCH_BIN)
@@ -66,21 +67,24 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TESTLIB) $(BUILD)/librlc.a
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(TESTLIB) $(BUILD)/librlc.a $(LDLIBS)
 
 # -march=native expands to explicit -m flags that a later -march would not undo, so it is dropped here.
-$(BUILD)/obj/isa-%/rowgemm.o: src/rollout/rowgemm.c
-	@mkdir -p $(dir $@)
-	$(CC) $(filter-out -march=native,$(CFLAGS)) $(ISA_MARCH_$*) -MMD -MP -c $< -o $@
+define ISA_RULES
+$(BUILD)/obj/isa-$(1)/%.o: src/rollout/%.c
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(filter-out -march=native,$$(CFLAGS)) $$(ISA_MARCH_$(1)) -MMD -MP -c $$< -o $$@
 
-$(BUILD)/obj/isa-%/test_rowgemm.o: tests/test_rowgemm.c
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -DRLC_EXPECT_ISA='"$*"' -MMD -MP -c $< -o $@
+$(BUILD)/obj/isa-$(1)/test_%.o: tests/test_%.c
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(CFLAGS) -DRLC_EXPECT_ISA='"$(1)"' -MMD -MP -c $$< -o $$@
 
-$(BUILD)/tests/test_rowgemm_%: $(BUILD)/obj/isa-%/test_rowgemm.o $(BUILD)/obj/isa-%/rowgemm.o $(TESTLIB) $(BUILD)/librlc.a
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+$(BUILD)/tests/test_%_$(1): $(BUILD)/obj/isa-$(1)/test_%.o $(BUILD)/obj/isa-$(1)/%.o $(TESTLIB) $(BUILD)/librlc.a
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(CFLAGS) $$(LDFLAGS) -o $$@ $$^ $$(LDLIBS)
 
-$(BUILD)/bench/bench_rowgemm_%: $(BUILD)/obj/bench/bench_rowgemm.o $(BUILD)/obj/isa-%/rowgemm.o $(BUILD)/librlc.a
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+$(BUILD)/bench/bench_%_$(1): $(BUILD)/obj/bench/bench_%.o $(BUILD)/obj/isa-$(1)/%.o $(BUILD)/librlc.a
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(CFLAGS) $$(LDFLAGS) -o $$@ $$^ $$(LDLIBS)
+endef
+$(foreach i,$(KERNEL_ISAS),$(eval $(call ISA_RULES,$(i))))
 
 $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(BUILD)/librlc.a
 	@mkdir -p $(dir $@)

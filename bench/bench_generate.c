@@ -20,6 +20,7 @@
 #include "core/common.h"
 #include "model/qwen3.h"
 #include "rollout/engine.h"
+#include "rollout/paged_attention.h"
 #include "rollout/rowgemm.h"
 #include "bench_util.h"
 
@@ -215,8 +216,8 @@ int main(int argc, char **argv) {
     if (torch_new < 0) torch_new = new_tokens;   // the peer decodes the same workload (context grows the same way)
     backend_ctx be;
     backend_init(&be, threads);
-    printf("bench_generate: Qwen3-0.6B shape, random fp32 weights, 64-token prompts, %d new tokens, eos off; threads %d, BLAS %s, rowgemm %s\n",
-           new_tokens, be.n_threads, be.blas_core, rowgemm_isa());
+    printf("bench_generate: Qwen3-0.6B shape, random fp32 weights, 64-token prompts, %d new tokens, eos off; threads %d, BLAS %s, rowgemm %s, "
+           "paged attention %s\n", new_tokens, be.n_threads, be.blas_core, rowgemm_isa(), paged_attention_isa());
     qwen3_config cfg;
     qwen3_06b(&cfg);
     param_layout pl;

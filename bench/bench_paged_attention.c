@@ -56,7 +56,7 @@ int main(int argc, char **argv) {
     }
     const double ta = bench_median(tp, reps), tb = bench_median(tr, reps);
     printf("bench_paged_attention: %d sequences x context %d, Qwen3-0.6B attention (nh=%d nkv=%d D=%d, bs=%d, %d layers), "
-           "%d threads, median of %d\n", S, L, nh, nkv, D, bs, nl, be.n_threads, reps);
+           "%s task, %d threads, median of %d\n", S, L, nh, nkv, D, bs, nl, paged_attention_isa(), be.n_threads, reps);
     printf("decode step attention %.2f ms: K/V %.2f GB at %.1f GB/s; read-only pass over as many bytes %.1f GB/s; ratio %.2f; "
            "peak RSS %.2f GB%s\n", ta * 1e3, kv_bytes * 1e-9, kv_bytes / ta * 1e-9, kv_bytes / tb * 1e-9, tb / ta,
            rlc_peak_rss() / 1e9, keep == 1234.5 ? " " : "");

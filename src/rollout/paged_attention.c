@@ -1,12 +1,13 @@
 // paged_attention.c: GQA attention over the paged KV cache (see paged_attention.h).
 //
-// Fast path (AVX-512, block_size 16, D % 16 == 0): per (token, kv head) and per block, the scores of the
-// block's 16 keys are one zmm per query head, accumulated over d with 4 interleaved partial sums from the
-// transposed key tile (no horizontal sums); an online softmax (running max m, sum l) rescales the (G, D)
-// accumulator, which adds p_j * v_j rows. Query heads go in pairs, sharing each K and V load, and the
-// accumulator rows stay in registers over a block (D % 128 == 0), so the loop streams the cache instead of
-// waiting on one FMA chain per 16 columns (a decode step over 64 sequences spent 18% here at ~15 GB/s).
-// Portable path: the same algorithm in scalar code.
+// One arithmetic (written out above task_scalar) in three spellings: plain C for any block size and head dim,
+// and, for block size 16, AVX-512 (D % 16 == 0) and AVX2+FMA (D % 8 == 0) tasks that give the same bits.
+// Vector paths: per (token, kv head) and per block, the scores of the block's 16 keys come from the
+// transposed key tile with 4 interleaved partial sums (no horizontal sums); an online softmax (running max m,
+// sum l) rescales the (G, D) accumulator, which adds p_j * v_j rows. Query heads go in pairs, sharing each V
+// (and with AVX-512 each K) load, and accumulator columns stay in registers over a block, so the loop streams
+// the cache instead of waiting on one FMA chain per vector (a decode step over 64 sequences spent 18% here at
+// ~15 GB/s before). The plain C task is 5-10x slower: it is the definition and the fallback.
 #include "rollout/paged_attention.h"
 
 #include <math.h>
@@ -16,7 +17,7 @@
 #include "kernels/kernels.h"
 #include "kernels/kmath.h"
 
-#ifdef __AVX512F__
+#if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -42,7 +43,84 @@ void paged_kv_write(kv_cache *kc, int layer, const float *k, const float *v, con
     }
 }
 
-#ifdef __AVX512F__
+// ---------------------------------------------------------------------------------------------
+// The arithmetic, for one (token, kv head) and one block of nk <= bs keys (query heads h of the group):
+//   s_j   = ((a_0 + a_1) + (a_2 + a_3)) * scale, a_i an FMA chain from 0 over d = i, i+4, ... of q_h[d] k_j[d]
+//   mn    = max(m, max_j s_j);  corr = exp(m - mn);  p_j = exp(s_j - mn);  m = mn
+//   l     = l * corr + sum16(p),  sum16 the tree (j, j+8), (j, j+4), (j, j+2), (j, j+1) over the block's 16
+//           lanes (keys past nk are 0; a block of bs > 16 adds the trees of its 16-key chunks in order)
+//   acc_d = acc_d * corr, then acc_d = fma(p_j, v_j[d], acc_d) for j in order;  out = acc * (1 / l)
+// with exp = k_expf. task_scalar spells it in plain C; the AVX-512 and AVX2 tasks compute the same bits (for
+// block size 16; tests check it bitwise on every build), so a row's result does not depend on the ISA among
+// FMA machines, nor on the other tokens, the threads or the kv-head grouping.
+
+static float sum16(const float *p) {   // p[16]: the lane tree of the vector paths
+    float a[8], b[4];
+    for (int i = 0; i < 8; i++) a[i] = p[i] + p[i + 8];
+    for (int i = 0; i < 4; i++) b[i] = a[i] + a[i + 4];
+    return (b[0] + b[2]) + (b[1] + b[3]);
+}
+
+// Portable task: kv head g of one token, any block size and head dim.
+static void task_scalar(float *out_t, const float *q_t, const kv_cache *kc, int layer, const int32_t *bt, int n_keys,
+                        int g, int G, int D, float scale) {
+    const int bs = kc->block_size;
+    float acc[PA_MAX_G * PA_MAX_D];   // (G, D)
+    float a[4][1024], p[1024 + 16];   // (4, bs) partial score sums; (bs rounded up to 16) probabilities
+    float m[PA_MAX_G], l[PA_MAX_G];
+    for (int h = 0; h < G; h++) { m[h] = -INFINITY; l[h] = 0.f; }
+    memset(acc, 0, (size_t)G * D * sizeof(float));
+    const int nblk = (n_keys + bs - 1) / bs;
+    for (int ib = 0; ib < nblk; ib++) {
+        const int b = bt[ib];
+        const float *kt = kv_cache_k(kc, b, layer) + (int64_t)g * D * bs;   // (D, bs)
+        const float *vt = kv_cache_v(kc, b, layer) + (int64_t)g * bs * D;   // (bs, D)
+        const int nk = n_keys - ib * bs < bs ? n_keys - ib * bs : bs;
+        for (int h = 0; h < G; h++) {
+            const float *qh = q_t + (int64_t)(g * G + h) * D;
+            for (int i = 0; i < 4; i++)
+                for (int j = 0; j < nk; j++) a[i][j] = 0.f;
+            for (int d = 0; d < D; d++) {   // chain d % 4, keys inner (vectorisable, K rows read in order)
+                const float qd = qh[d], *kr = kt + (int64_t)d * bs;
+                float *ai = a[d % 4];
+                for (int j = 0; j < nk; j++) ai[j] = fmaf(qd, kr[j], ai[j]);
+            }
+            float mb = -INFINITY;
+            for (int j = 0; j < nk; j++) {
+                p[j] = ((a[0][j] + a[1][j]) + (a[2][j] + a[3][j])) * scale;
+                if (p[j] > mb) mb = p[j];
+            }
+            const float mn = m[h] > mb ? m[h] : mb;
+            const float corr = k_expf(m[h] - mn);
+            const int nk16 = (nk + 15) / 16 * 16;
+            for (int j = 0; j < nk; j++) p[j] = k_expf(p[j] - mn);
+            for (int j = nk; j < nk16; j++) p[j] = 0.f;
+            float ps = sum16(p);
+            for (int c = 16; c < nk16; c += 16) ps += sum16(p + c);
+            l[h] = l[h] * corr + ps;
+            m[h] = mn;
+            float *ah = acc + (int64_t)h * D;
+            for (int d = 0; d < D; d++) ah[d] *= corr;
+            for (int j = 0; j < nk; j++) {   // the same chain per d as the vector paths, d inner
+                const float pj = p[j], *vr = vt + (int64_t)j * D;
+                for (int d = 0; d < D; d++) ah[d] = fmaf(pj, vr[d], ah[d]);
+            }
+        }
+    }
+    for (int h = 0; h < G; h++) {
+        const float inv = 1.0f / l[h];
+        float *o = out_t + (int64_t)(g * G + h) * D;
+        for (int d = 0; d < D; d++) o[d] = acc[(int64_t)h * D + d] * inv;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Vector paths (block size 16): heads_block(NH, ...) runs query heads h0 .. h0+NH-1 (NH = 1 or 2, a constant)
+// of one kv head against one block: scores, the online-softmax update and the p * V accumulation.
+
+#if defined(__AVX512F__)
+#define PA_SIMD 1
+#define PA_SIMD_D 16   // head dims the vector path takes: multiples of this
 static inline float hsum16(__m512 v) {
     __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
     __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
@@ -51,9 +129,8 @@ static inline float hsum16(__m512 v) {
     return _mm_cvtss_f32(d);
 }
 
-// Scores of one 16-key block for NH query heads (NH = 1 or 2, a constant): head h's 16 scores are one zmm,
-// summed over d as 4 partial sums (d mod 4) from the transposed key tile, then ((0 + 1) + (2 + 3)) * scale.
-// Two heads run their 8 chains together (each K vector loaded once); each head's arithmetic is its own.
+// Scores of one 16-key block for NH query heads: head h's 16 scores are one zmm, from the transposed key tile
+// (no horizontal sums). Two heads run their 8 chains together (each K vector loaded once).
 static inline __attribute__((always_inline)) void block_scores(__m512 *s, int NH, const float *q0, const float *q1,
                                                                 const float *kt, int D, float scale) {
     __m512 a[2][4];
@@ -70,8 +147,7 @@ static inline __attribute__((always_inline)) void block_scores(__m512 *s, int NH
                              _mm512_set1_ps(scale));
 }
 
-// acc_h (D) = acc_h * corr_h + sum_j p_h[j] * v_j (j = 0..nk-1 in order, one FMA each) for NH heads. Per element
-// that is the same chain in any loop order; here j runs outside and 128 columns of every head stay in
+// acc_h = acc_h * corr_h + sum_j p_h[j] v_j for NH heads. j runs outside and 128 columns of every head stay in
 // registers (8 zmm per head), so the chains are independent and each V vector is loaded once for the NH heads.
 static inline __attribute__((always_inline)) void block_pv(int NH, float *acc0, float *acc1, const float *p0,
                                                             const float *p1, float c0, float c1, const float *vt,
@@ -107,13 +183,12 @@ static inline __attribute__((always_inline)) void block_pv(int NH, float *acc0, 
         }
 }
 
-// Query heads h0 .. h0+NH-1 of a task against one block: scores, the online-softmax update (running max m,
-// sum l, correction of acc), and the p * V accumulation.
 static inline __attribute__((always_inline)) void heads_block(int NH, int h0, float *acc, float *m, float *l,
                                                                const float *q_g, const float *kt, const float *vt,
-                                                               int nk, __mmask16 valid, int D, float scale) {
+                                                               int nk, int D, float scale) {
     _Alignas(64) float pj[2][16];
     float corr[2] = {1.f, 1.f};
+    const __mmask16 valid = (__mmask16)((1u << nk) - 1u);
     __m512 s[2];
     block_scores(s, NH, q_g + (int64_t)h0 * D, q_g + (int64_t)(h0 + NH - 1) * D, kt, D, scale);
     for (int i = 0; i < NH; i++) {
@@ -132,6 +207,101 @@ static inline __attribute__((always_inline)) void heads_block(int NH, int h0, fl
              vt, nk, D);
 }
 
+#elif defined(__AVX2__) && defined(__FMA__)
+#define PA_SIMD 1
+#define PA_SIMD_D 8
+// AVX2 (16 ymm registers): a head's 16 scores are two ymm, 4 partial sums each, so heads take the scores one at
+// a time; the p * V step shares each V load between two heads over 32-column strips (8 accumulators).
+
+static inline __attribute__((always_inline)) void head_scores(__m256 *s0, __m256 *s1, const float *q, const float *kt,
+                                                               int D, float scale) {
+    __m256 a[2][4];
+    for (int i = 0; i < 4; i++) a[0][i] = a[1][i] = _mm256_setzero_ps();
+    for (int d = 0; d < D; d += 4)
+        for (int i = 0; i < 4; i++) {
+            const __m256 qd = _mm256_broadcast_ss(q + d + i);
+            a[0][i] = _mm256_fmadd_ps(qd, _mm256_load_ps(kt + (int64_t)(d + i) * 16), a[0][i]);
+            a[1][i] = _mm256_fmadd_ps(qd, _mm256_load_ps(kt + (int64_t)(d + i) * 16 + 8), a[1][i]);
+        }
+    const __m256 sc = _mm256_set1_ps(scale);
+    *s0 = _mm256_mul_ps(_mm256_add_ps(_mm256_add_ps(a[0][0], a[0][1]), _mm256_add_ps(a[0][2], a[0][3])), sc);
+    *s1 = _mm256_mul_ps(_mm256_add_ps(_mm256_add_ps(a[1][0], a[1][1]), _mm256_add_ps(a[1][2], a[1][3])), sc);
+}
+
+static inline float hmax8(__m256 v) {
+    __m128 a = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    a = _mm_max_ps(a, _mm_movehl_ps(a, a));
+    a = _mm_max_ss(a, _mm_movehdup_ps(a));
+    return _mm_cvtss_f32(a);
+}
+
+static inline __attribute__((always_inline)) void block_pv(int NH, float *acc0, float *acc1, const float *p0,
+                                                            const float *p1, float c0, float c1, const float *vt,
+                                                            int nk, int D) {
+    float *accs[2] = {acc0, acc1};
+    const float *ps[2] = {p0, p1};
+    const float cs[2] = {c0, c1};
+    int d0 = 0;
+    for (; d0 + 32 <= D; d0 += 32) {
+        __m256 a[2][4];
+        for (int h = 0; h < NH; h++)
+            for (int u = 0; u < 4; u++) a[h][u] = _mm256_mul_ps(_mm256_load_ps(accs[h] + d0 + 8 * u), _mm256_set1_ps(cs[h]));
+        for (int j = 0; j < nk; j++) {
+            __m256 pj[2];
+            for (int h = 0; h < NH; h++) pj[h] = _mm256_broadcast_ss(ps[h] + j);
+            for (int u = 0; u < 4; u++) {
+                const __m256 vv = _mm256_load_ps(vt + (int64_t)j * D + d0 + 8 * u);
+                for (int h = 0; h < NH; h++) a[h][u] = _mm256_fmadd_ps(pj[h], vv, a[h][u]);
+            }
+        }
+        for (int h = 0; h < NH; h++)
+            for (int u = 0; u < 4; u++) _mm256_store_ps(accs[h] + d0 + 8 * u, a[h][u]);
+    }
+    for (int h = 0; h < NH; h++)
+        for (int dv = d0; dv < D; dv += 8) {
+            __m256 a = _mm256_mul_ps(_mm256_load_ps(accs[h] + dv), _mm256_set1_ps(cs[h]));
+            for (int j = 0; j < nk; j++)
+                a = _mm256_fmadd_ps(_mm256_broadcast_ss(ps[h] + j), _mm256_load_ps(vt + (int64_t)j * D + dv), a);
+            _mm256_store_ps(accs[h] + dv, a);
+        }
+}
+
+static inline __attribute__((always_inline)) void heads_block(int NH, int h0, float *acc, float *m, float *l,
+                                                               const float *q_g, const float *kt, const float *vt,
+                                                               int nk, int D, float scale) {
+    _Alignas(32) float pj[2][16];
+    float corr[2] = {1.f, 1.f};
+    const __m256 lane = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7), nkv = _mm256_set1_ps((float)nk);
+    const __m256 ok0 = _mm256_cmp_ps(lane, nkv, _CMP_LT_OQ);
+    const __m256 ok1 = _mm256_cmp_ps(_mm256_add_ps(lane, _mm256_set1_ps(8.f)), nkv, _CMP_LT_OQ);
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    for (int i = 0; i < NH; i++) {
+        const int h = h0 + i;
+        __m256 s0, s1;
+        head_scores(&s0, &s1, q_g + (int64_t)h * D, kt, D, scale);
+        s0 = _mm256_blendv_ps(ninf, s0, ok0);
+        s1 = _mm256_blendv_ps(ninf, s1, ok1);
+        const float mb = hmax8(_mm256_max_ps(s0, s1));
+        const float mn = m[h] > mb ? m[h] : mb;
+        corr[i] = k_expf(m[h] - mn);
+        const __m256 mv = _mm256_set1_ps(mn);
+        _mm256_store_ps(pj[i], _mm256_sub_ps(s0, mv));
+        _mm256_store_ps(pj[i] + 8, _mm256_sub_ps(s1, mv));
+#pragma omp simd
+        for (int j = 0; j < 16; j++) pj[i][j] = k_expf(pj[i][j]);
+        // sum16: (j, j+8) is the two halves' sum, then the 128-bit tree of the AVX-512 hsum16
+        const __m256 a = _mm256_add_ps(_mm256_load_ps(pj[i]), _mm256_load_ps(pj[i] + 8));
+        __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+        __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
+        l[h] = l[h] * corr[i] + _mm_cvtss_f32(_mm_add_ss(c, _mm_movehdup_ps(c)));
+        m[h] = mn;
+    }
+    block_pv(NH, acc + (int64_t)h0 * D, acc + (int64_t)(h0 + NH - 1) * D, pj[0], pj[NH - 1], corr[0], corr[NH - 1],
+             vt, nk, D);
+}
+#endif
+
+#ifdef PA_SIMD
 // One task: kv heads [g0, g0 + ng) of one token, block_size 16. out_t/q_t point at the token's (nh*D) rows.
 // Blocks run outside and heads inside, so a task reads each block's K and V of its heads as two runs of
 // ng * 8 KiB (K of heads g0.. side by side, then V). Runs of 4 heads and more are long enough for the hardware
@@ -139,8 +309,8 @@ static inline __attribute__((always_inline)) void heads_block(int NH, int h0, fl
 // one-head tasks took 110-126); shorter ones are prefetched into L2 a block ahead, as blocks sit anywhere in
 // the pool (batch 1, one head per task: 2.4 ms against 2.8 without). Query heads go in pairs (one left over
 // when G is odd). Each head's arithmetic is the same for any ng.
-static void task_avx512(float *out_t, const float *q_t, const kv_cache *kc, int layer, const int32_t *bt, int n_keys,
-                        int g0, int ng, int G, int D, float scale) {
+static void task_simd(float *out_t, const float *q_t, const kv_cache *kc, int layer, const int32_t *bt, int n_keys,
+                      int g0, int ng, int G, int D, float scale) {
     _Alignas(64) float acc[PA_MAX_G * PA_MAX_D];   // (ng*G, D)
     float m[PA_MAX_G], l[PA_MAX_G];                 // (ng*G)
     for (int h = 0; h < ng * G; h++) { m[h] = -INFINITY; l[h] = 0.f; }
@@ -150,7 +320,6 @@ static void task_avx512(float *out_t, const float *q_t, const kv_cache *kc, int 
     for (int ib = 0; ib < nblk; ib++) {
         const int b = bt[ib];
         const int nk = n_keys - ib * 16 < 16 ? n_keys - ib * 16 : 16;
-        const __mmask16 valid = (__mmask16)((1u << nk) - 1u);
         if (ng < 4 && ib + 1 < nblk) {
             const char *kn = (const char *)(kv_cache_k(kc, bt[ib + 1], layer) + (int64_t)g0 * D * 16);
             const char *vn = (const char *)(kv_cache_v(kc, bt[ib + 1], layer) + (int64_t)g0 * 16 * D);
@@ -166,8 +335,8 @@ static void task_avx512(float *out_t, const float *q_t, const kv_cache *kc, int 
             const int o = (g - g0) * G;
             float *acc_g = acc + (int64_t)o * D;
             int h = 0;
-            for (; h + 2 <= G; h += 2) heads_block(2, h, acc_g, m + o, l + o, q_g, kt, vt, nk, valid, D, scale);
-            if (h < G) heads_block(1, h, acc_g, m + o, l + o, q_g, kt, vt, nk, valid, D, scale);
+            for (; h + 2 <= G; h += 2) heads_block(2, h, acc_g, m + o, l + o, q_g, kt, vt, nk, D, scale);
+            if (h < G) heads_block(1, h, acc_g, m + o, l + o, q_g, kt, vt, nk, D, scale);
         }
     }
     for (int h = 0; h < ng * G; h++) {
@@ -178,60 +347,29 @@ static void task_avx512(float *out_t, const float *q_t, const kv_cache *kc, int 
 }
 #endif
 
-// Portable task: same algorithm, any block size and head dim.
-static void task_generic(float *out_t, const float *q_t, const kv_cache *kc, int layer, const int32_t *bt, int n_keys,
-                         int g, int G, int D, float scale) {
-    const int bs = kc->block_size;
-    float acc[PA_MAX_G * PA_MAX_D];
-    float sc[1024];
-    float m[PA_MAX_G], l[PA_MAX_G];
-    for (int h = 0; h < G; h++) { m[h] = -INFINITY; l[h] = 0.f; }
-    memset(acc, 0, (size_t)G * D * sizeof(float));
-    const int nblk = (n_keys + bs - 1) / bs;
-    for (int ib = 0; ib < nblk; ib++) {
-        const int b = bt[ib];
-        const float *kt = kv_cache_k(kc, b, layer) + (int64_t)g * D * bs;
-        const float *vt = kv_cache_v(kc, b, layer) + (int64_t)g * bs * D;
-        const int nk = n_keys - ib * bs < bs ? n_keys - ib * bs : bs;
-        for (int h = 0; h < G; h++) {
-            const float *qh = q_t + (int64_t)(g * G + h) * D;
-            float mb = -INFINITY;
-            for (int j = 0; j < nk; j++) {
-                float s = 0.f;
-                for (int d = 0; d < D; d++) s = fmaf(qh[d], kt[(int64_t)d * bs + j], s);
-                sc[j] = s * scale;
-                if (sc[j] > mb) mb = sc[j];
-            }
-            const float mn = m[h] > mb ? m[h] : mb;
-            const float corr = k_expf(m[h] - mn);
-            float ps = 0.f;
-            for (int j = 0; j < nk; j++) { sc[j] = k_expf(sc[j] - mn); ps += sc[j]; }
-            l[h] = l[h] * corr + ps;
-            m[h] = mn;
-            float *ah = acc + (int64_t)h * D;
-            for (int d = 0; d < D; d++) {
-                float a = ah[d] * corr;
-                for (int j = 0; j < nk; j++) a = fmaf(sc[j], vt[(int64_t)j * D + d], a);
-                ah[d] = a;
-            }
-        }
-    }
-    for (int h = 0; h < G; h++) {
-        const float inv = 1.0f / l[h];
-        float *o = out_t + (int64_t)(g * G + h) * D;
-        for (int d = 0; d < D; d++) o[d] = acc[(int64_t)h * D + d] * inv;
-    }
+const char *paged_attention_isa(void) {
+#if defined(__AVX512F__)
+    return "avx512";
+#elif defined(PA_SIMD)
+    return "avx2";
+#else
+    return "scalar";
+#endif
 }
 
-void paged_attention_forward(float *out, const float *q, const kv_cache *kc, int layer, const int32_t *block_tables,
-                             int64_t bt_stride, const int32_t *tok_seq, const int32_t *pos, int64_t T, int nh) {
+// Tasks (token, group of kv heads) as in paged_attention_forward; simd selects the vector task where the shape
+// allows it.
+static void attention_tasks(float *out, const float *q, const kv_cache *kc, int layer, const int32_t *block_tables,
+                            int64_t bt_stride, const int32_t *tok_seq, const int32_t *pos, int64_t T, int nh, int simd) {
     const int nkv = kc->n_kv_heads, D = kc->head_dim;
     CHECK(nh % nkv == 0 && nh / nkv <= PA_MAX_G && D <= PA_MAX_D && kc->block_size <= 1024,
           "paged attention: nh=%d nkv=%d D=%d block_size=%d unsupported", nh, nkv, D, kc->block_size);
     const int G = nh / nkv;
     const float scale = 1.0f / sqrtf((float)D);
-#ifdef __AVX512F__
-    const int fast = kc->block_size == 16 && D % 16 == 0;
+#ifdef PA_SIMD
+    const int fast = simd && kc->block_size == 16 && D % PA_SIMD_D == 0;
+#else
+    (void)simd;
 #endif
     // kv heads per task: as many as fit the accumulator (all 8 of Qwen3-0.6B), halved until there are 8 tasks
     // per thread (batch 1: one head per task). Results do not depend on it: each head's sum is the same.
@@ -248,11 +386,22 @@ void paged_attention_forward(float *out, const float *q, const kv_cache *kc, int
         const int32_t *bt = block_tables + (int64_t)tok_seq[t] * bt_stride;
         float *out_t = out + t * (int64_t)nh * D;
         const float *q_t = q + t * (int64_t)nh * D;
-#ifdef __AVX512F__
-        if (fast) { task_avx512(out_t, q_t, kc, layer, bt, pos[t] + 1, g0, ng, G, D, scale); continue; }
+#ifdef PA_SIMD
+        if (fast) { task_simd(out_t, q_t, kc, layer, bt, pos[t] + 1, g0, ng, G, D, scale); continue; }
 #endif
-        for (int g = g0; g < g0 + ng; g++) task_generic(out_t, q_t, kc, layer, bt, pos[t] + 1, g, G, D, scale);
+        for (int g = g0; g < g0 + ng; g++) task_scalar(out_t, q_t, kc, layer, bt, pos[t] + 1, g, G, D, scale);
     }
+}
+
+void paged_attention_forward(float *out, const float *q, const kv_cache *kc, int layer, const int32_t *block_tables,
+                             int64_t bt_stride, const int32_t *tok_seq, const int32_t *pos, int64_t T, int nh) {
+    attention_tasks(out, q, kc, layer, block_tables, bt_stride, tok_seq, pos, T, nh, 1);
+}
+
+void paged_attention_forward_scalar(float *out, const float *q, const kv_cache *kc, int layer,
+                                    const int32_t *block_tables, int64_t bt_stride, const int32_t *tok_seq,
+                                    const int32_t *pos, int64_t T, int nh) {
+    attention_tasks(out, q, kc, layer, block_tables, bt_stride, tok_seq, pos, T, nh, 0);
 }
 
 void paged_attention_forward_ref(float *out, const float *q, const kv_cache *kc, int layer, const int32_t *block_tables,

@@ -22,6 +22,13 @@ void paged_kv_write(kv_cache *kc, int layer, const float *k, const float *v, con
 // Query head h uses kv head h / (nh / nkv).
 void paged_attention_forward(float *out, const float *q, const kv_cache *kc, int layer, const int32_t *block_tables,
                              int64_t bt_stride, const int32_t *tok_seq, const int32_t *pos, int64_t T, int nh);
+// The same in plain C: the arithmetic definition of paged_attention_forward (bitwise equal to it). Tests only.
+void paged_attention_forward_scalar(float *out, const float *q, const kv_cache *kc, int layer,
+                                    const int32_t *block_tables, int64_t bt_stride, const int32_t *tok_seq,
+                                    const int32_t *pos, int64_t T, int nh);
 // Reference: double-precision two-pass softmax per (token, head). Tests only.
 void paged_attention_forward_ref(float *out, const float *q, const kv_cache *kc, int layer, const int32_t *block_tables,
                                  int64_t bt_stride, const int32_t *tok_seq, const int32_t *pos, int64_t T, int nh);
+
+// The task this build runs for block size 16: "avx512", "avx2" (x86-64-v3 without AVX-512) or "scalar".
+const char *paged_attention_isa(void);
