@@ -139,7 +139,14 @@ data:
 actor_rollout_ref:
   model: {path: $G/m}
   actor:
-    optim: {lr: 5.0e-3}
+    # lr 1e-3: 2 ranks and 1 process sum the gradient in different orders, and AdamW (eps 1e-8) turns a
+    # gradient at fp32's noise floor into a step of a good fraction of lr. Measured on Intel Xeon (SkylakeX
+    # sgemm): the worst element, embedding row 162 column 17, has a gradient of -4.2e-9 (1e-6 of a typical
+    # element: terms of zero-mean GRPO advantages that almost cancel); 2 ranks get -4.29e-9,
+    # 1 process -4.17e-9 (micro-batches of 1 instead of 2: -4.21e-9), so its step differs by ~2.8% while every
+    # other weight agrees to 2e-7. That error is proportional to lr: 1.18e-5 at 5e-3 (over the 1e-5 bar),
+    # 4.7e-6 at 2e-3, 2.4e-6 at 1e-3. At 1e-3 the bar checks the distributed math, not Adam's amplification.
+    optim: {lr: 1.0e-3}
     ppo_mini_batch_size: 4
     ppo_micro_batch_size_per_gpu: 2
     use_kl_loss: true
@@ -213,9 +220,9 @@ gtrain 1 one $two || { bad "rlc train (1 process)"; tail "$G/one.log"; }
 gtrain 2 two $two || { bad "mpirun -np 2 rlc train"; tail "$G/two.log"; }
 gcheck "2-rank GRPO == 1 process after 2 steps: weights to 1e-5, metrics to 1e-4" two one 2 1
 # several mini-batches per step (2 AdamW steps per step), verl's dynamic batches for the update and both
-# log-prob passes; lr 1e-3 (at 5e-3 with 4 AdamW steps, 1 process's own micro-batching noise on the
-# near-zero gradients of rare tokens is ~1e-5, so the 1e-5 bar would test Adam's amplification of rounding)
-dyn="trainer.total_training_steps=2 actor_rollout_ref.actor.optim.lr=1e-3 actor_rollout_ref.actor.ppo_mini_batch_size=2
+# log-prob passes (lr 1e-3 as above: at 5e-3 with 4 AdamW steps, 1 process's own micro-batching noise on the
+# near-zero gradients of rare tokens is ~1e-5)
+dyn="trainer.total_training_steps=2 actor_rollout_ref.actor.ppo_mini_batch_size=2
  actor_rollout_ref.actor.use_dynamic_bsz=true actor_rollout_ref.actor.ppo_max_token_len_per_gpu=400
  actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=true actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=400
  actor_rollout_ref.ref.log_prob_use_dynamic_bsz=true actor_rollout_ref.ref.log_prob_max_token_len_per_gpu=400"
