@@ -154,7 +154,8 @@ static inline __m128 hsum_tree_x4(__m512 a, __m512 b, __m512 c, __m512 d) {
                     acc[r][t] = _mm512_fmadd_ps(wv[r], xv, acc[r][t]);                                         \
             }                                                                                                  \
         }                                                                                                      \
-        if (last && R == 4 && os == 1) { /* the T > 2 tile: a token's 4 rows are adjacent outputs */          \
+        /* the T > 2 tile: a token's 4 rows are adjacent outputs (% R: R == 2 tiles compile this unused) */  \
+        if (last && R == 4 && os == 1) {                                                                       \
             const __mmask8 m = (__mmask8)((1u << rw) - 1u);                                                    \
             _Pragma("GCC unroll 6") for (int t = 0; t < NT; t++) {                                             \
                 float *o = out + t * ldo;                                                                      \
