@@ -42,17 +42,6 @@ static double read_pass(const float *a, size_t n, int S, int pf, double *sink) {
     return (double)(n / 16 * 16) * sizeof(float) / dt;
 }
 
-static double copy_pass(char *dst, const char *src, size_t n) {
-    const double t0 = rlc_now();
-#pragma omp parallel
-    {
-        const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-        const size_t c = n / (size_t)nt;
-        memcpy(dst + (size_t)t * c, src + (size_t)t * c, c);
-    }
-    return 2.0 * (double)n / (rlc_now() - t0);
-}
-
 int main(int argc, char **argv) {
     int reps = argc > 1 ? atoi(argv[1]) : 5;
     if (reps < 1 || reps > 64) reps = 5;
@@ -66,7 +55,7 @@ int main(int argc, char **argv) {
     static const int Ss[] = {1, 2, 4, 8}, PFs[] = {0, 1024, 4096};
     double cp[64], rd[4][3][64], sink = 0;
     for (int r = 0; r < reps; r++) {   // configurations interleaved, so a slow phase of the VM hits all alike
-        cp[r] = copy_pass(y, x, cn);
+        cp[r] = bench_copy_pass(y, x, cn);
         for (int i = 0; i < 4; i++)
             for (int j = 0; j < 3; j++) rd[i][j][r] = read_pass(a, n, Ss[i], PFs[j], &sink);
     }

@@ -103,16 +103,7 @@ static void bw_probe_free(bw_probe *p) {
 static double copy_bandwidth(const bw_probe *p, int reps) {
     double r[9];
     if (reps > 9) reps = 9;
-    for (int k = 0; k < reps; k++) {
-        double t0 = rlc_now();
-#pragma omp parallel
-        {
-            int t = omp_get_thread_num(), nt = omp_get_num_threads();
-            size_t c = p->n / (size_t)nt;
-            memcpy(p->b + (size_t)t * c, p->a + (size_t)t * c, c);
-        }
-        r[k] = 2.0 * (double)p->n / (rlc_now() - t0);
-    }
+    for (int k = 0; k < reps; k++) r[k] = bench_copy_pass(p->b, p->a, p->n);
     return bench_median(r, reps);
 }
 

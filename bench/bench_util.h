@@ -2,6 +2,11 @@
 #pragma once
 #include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
+
+#include <omp.h>
+
+#include "core/common.h"
 
 static int bench_cmp_double(const void *a, const void *b) {
     const double x = *(const double *)a, y = *(const double *)b;
@@ -27,4 +32,17 @@ static inline double bench_read_pass(const float *a, size_t n) {
         for (int l = 0; l < 16; l++) tot += s[l];
     }
     return tot;
+}
+
+// One memcpy of n bytes from src to dst, split over all threads: bytes read + written per second (2n / time),
+// the copy probe issue 5's batch-1 roofline is defined by.
+static inline double bench_copy_pass(char *dst, const char *src, size_t n) {
+    const double t0 = rlc_now();
+#pragma omp parallel
+    {
+        const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        const size_t c = n / (size_t)nt;
+        memcpy(dst + (size_t)t * c, src + (size_t)t * c, c);
+    }
+    return 2.0 * (double)n / (rlc_now() - t0);
 }
