@@ -10,7 +10,10 @@
 // and PyTorch's KV-cache decode (bench/torch_decode.py, batch 1 and 16) in the same run, on the same workload
 // (--torch-new defaults to --new: the peer's per-token cost grows with the context too). Never pass/fail.
 //
-// usage: bench_generate [--new N] [--reps R] [--threads T] [--bf16] [--no-torch] [--torch-new N] [--skip64] [--only 0|1|2]
+// --bf16 adds runs with bf16 weights, --kv-bf16 runs with a bf16 KV cache (fp32 weights), after the fp32 ones.
+//
+// usage: bench_generate [--new N] [--reps R] [--threads T] [--bf16] [--kv-bf16] [--no-torch] [--torch-new N] [--skip64]
+//                       [--only 0|1|2]
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -132,7 +135,8 @@ static void mid_probe_hook(void *ctx, int prompt, int sample, int64_t step, cons
     mp->spent_s += rlc_now() - t0;
 }
 
-static run_stats run(qwen3_model *m, int n_prompts, int n, int new_tokens, int bf16, int64_t kv_bytes, mid_probes *mp) {
+static run_stats run(qwen3_model *m, int n_prompts, int n, int new_tokens, int bf16, kv_dtype kvdt, int64_t kv_bytes,
+                     mid_probes *mp) {
     const int P = 64;
     rollout_config rc;
     rollout_config_default(&rc);
@@ -141,6 +145,7 @@ static run_stats run(qwen3_model *m, int n_prompts, int n, int new_tokens, int b
     rc.ignore_eos = 1;
     rc.seed = 1;
     rc.weights_bf16 = bf16;
+    rc.kv_cache_dtype = kvdt;
     rc.kv_cache_bytes = kv_bytes;
     if (mp) {
         rc.on_logits = mid_probe_hook;
@@ -191,13 +196,14 @@ static double torch_tok_s(int batch, int new_tokens, int threads, double *ttft) 
 
 int main(int argc, char **argv) {
     backend_fix_blas_coretype(argc, argv);
-    int new_tokens = 256, reps = 1, threads = 0, bf16 = 0, torch = 1, torch_new = -1, skip64 = 0, only = -1;
+    int new_tokens = 256, reps = 1, threads = 0, bf16 = 0, kv_bf16 = 0, torch = 1, torch_new = -1, skip64 = 0, only = -1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--new") && i + 1 < argc) new_tokens = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--torch-new") && i + 1 < argc) torch_new = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--bf16")) bf16 = 1;
+        else if (!strcmp(argv[i], "--kv-bf16")) kv_bf16 = 1;
         else if (!strcmp(argv[i], "--no-torch")) torch = 0;
         else if (!strcmp(argv[i], "--skip64")) skip64 = 1;
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = atoi(argv[++i]);   // 0, 1, 2: one scenario
@@ -228,8 +234,13 @@ int main(int argc, char **argv) {
     const int64_t kv = (int64_t)8 << 30;
     struct { const char *name; int np, n; } sc[] = {{"batch 1", 1, 1}, {"n=8 from one prompt", 1, 8}, {"64 sequences", 64, 1}};
     const int n_sc = skip64 ? 2 : 3;
-    for (int b16 = 0; b16 <= bf16; b16++)
+    // modes: 0 fp32 weights and KV; 1 bf16 weights (--bf16); 2 bf16 KV cache (--kv-bf16)
+    static const char *mode_name[] = {"fp32", "bf16", "fp32 w, bf16 KV"};
+    for (int mode = 0; mode < 3; mode++)
         for (int i = 0; i < n_sc; i++) {
+            if ((mode == 1 && !bf16) || (mode == 2 && !kv_bf16)) continue;
+            const int b16 = mode == 1;
+            const kv_dtype kvdt = mode == 2 ? KV_BF16 : KV_F32;
             if (only >= 0 && i != only) continue;
             double tk[9], tt[9], probes[9 * (MAX_MID + 2)], rprobes[9 * MAX_MID], bw_lo = 1e30, bw_hi = 0;
             int n_probes = 0, n_rprobes = 0;
@@ -240,7 +251,7 @@ int main(int argc, char **argv) {
                 // tokens) and after every run; the read-only roofline likewise, from passes during the runs
                 mid_probes mp = {.probe = &probe, .w = ps.data, .numel = (size_t)pl.numel, .every = 32};
                 if (i == 0) probes[n_probes++] = copy_bandwidth(&probe, 5);
-                run_stats st = run(&m, sc[i].np, sc[i].n, new_tokens, b16, kv, i == 0 ? &mp : NULL);
+                run_stats st = run(&m, sc[i].np, sc[i].n, new_tokens, b16, kvdt, kv, i == 0 ? &mp : NULL);
                 tk[r] = st.decode_tok_s;
                 tt[r] = st.ttft_s;
                 if (i == 0) {
@@ -258,7 +269,7 @@ int main(int argc, char **argv) {
             }
             double tok = bench_median(tk, reps), ttft = bench_median(tt, reps);
             printf("%-22s %s: decode %.2f tokens/s, time to first token %.3f s (median of %d), peak RSS %.2f GB", sc[i].name,
-                   b16 ? "bf16" : "fp32", tok, ttft, reps, rlc_peak_rss() / 1e9);
+                   mode_name[mode], tok, ttft, reps, rlc_peak_rss() / 1e9);
             if (i == 0) {
                 const double bw_med = bench_median(probes, n_probes);
                 const double rbw_med = n_rprobes ? bench_median(rprobes, n_rprobes) : rbw;

@@ -282,6 +282,23 @@ static void test_microbatch_invariance(void) {
     free(w1); free(w2); free(w3);
 }
 
+// actor_rollout_ref.rollout.kv_cache_dtype=bf16: the rollout attends over bf16-rounded k/v, so its log-probs
+// drift from the actor's (the old-log-prob pass recomputes them in fp32, so training itself is unchanged);
+// the rollout-vs-actor metrics show the drift, where the fp32 run (mb1x8) shows only kernel rounding.
+static void test_kv_bf16(void) {
+    int rc = train(NULL, "kvbf16", "trainer.total_training_steps=1 trainer.save_freq=-1 trainer.test_freq=-1 "
+                                   "actor_rollout_ref.actor.optim.lr=1e-3 actor_rollout_ref.rollout.kv_cache_dtype=bf16");
+    TL_CHECK(rc == 0, "a run with a bf16 KV cache exits 0 (%d)", rc);
+    if (rc) return;
+    cJSON *a = metrics("mb1x8"), *b = metrics("kvbf16");
+    const double d32 = mval(a, 0, "training/rollout_probs_diff_max"), d16 = mval(b, 0, "training/rollout_probs_diff_max");
+    const double c16 = mval(b, 0, "training/rollout_actor_probs_pearson_corr");
+    printf("rollout_probs_diff_max: fp32 KV %.3g, bf16 KV %.3g; bf16 pearson %.9f\n", d32, d16, c16);
+    TL_CHECK(d32 < 1e-4 && d16 > d32 && d16 < 0.05 && c16 > 0.99 && c16 < 1.0,
+             "bf16 KV: rollout log-probs drift (probs diff max %.3g > fp32's %.3g, pearson %.9f)", d16, d32, c16);
+    cJSON_Delete(a); cJSON_Delete(b);
+}
+
 static void test_resume_and_crash(int with_crash) {
     // 4 prompts, batch 2: 2 steps per epoch, total_epochs 2 -> 4 steps; step 2 ends epoch 0.
     int ra = train(NULL, "full", "");
@@ -361,6 +378,7 @@ int main(void) {
     if (san) tl_skip("RLC_SAN=1: PyTorch oracle and checkpoint-crash checks skipped (sizes shrunk for the sanitizer run)");
     test_oracle(have_torch);
     test_microbatch_invariance();
+    test_kv_bf16();
     test_resume_and_crash(!san);
     test_errors_and_eval();
     if (tl_failed == 0) tl_system("rm -rf %s", F);

@@ -52,10 +52,13 @@ static void test_paged_attention(void) {
                                              {10, 2, 128, 16}, {3, 1, 256, 16}, {6, 3, 32, 16}, {32, 4, 64, 16},
                                              {4, 2, 24, 16},  {2, 1, 8, 16},  {6, 2, 48, 16}, {6, 3, 24, 5},
                                              {4, 2, 32, 32}};
-    for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++) {
-        const int nh = cfgs[ci].nh, nkv = cfgs[ci].nkv, D = cfgs[ci].D, bs = cfgs[ci].bs;
+    for (size_t ci = 0; ci < 2 * sizeof cfgs / sizeof cfgs[0]; ci++) {   // each shape with an fp32, then a bf16 cache
+        const size_t cj = ci % (sizeof cfgs / sizeof cfgs[0]);
+        const int nh = cfgs[cj].nh, nkv = cfgs[cj].nkv, D = cfgs[cj].D, bs = cfgs[cj].bs;
+        const kv_dtype dt = ci < sizeof cfgs / sizeof cfgs[0] ? KV_F32 : KV_BF16;
+        const char *dn = kv_dtype_name(dt);
         kv_cache kc;
-        kv_cache_init(&kc, 2, nkv, D, bs, kv_cache_block_bytes(2, nkv, D, bs) * 64);
+        kv_cache_init(&kc, 2, nkv, D, bs, dt, kv_cache_block_bytes(2, nkv, D, bs, dt) * 64);
         const int lens[] = {1, 17, 40, 16, 3};
         const int n_seqs = 5;
         int64_t stride, T;
@@ -67,27 +70,31 @@ static void test_paged_attention(void) {
         paged_attention_forward(o, q, &kc, 1, bt, stride, ts, pos, T, nh);
         paged_attention_forward_ref(o_ref, q, &kc, 1, bt, stride, ts, pos, T, nh);
         char name[96];
-        snprintf(name, sizeof name, "paged attention vs ref nh=%d nkv=%d D=%d bs=%d", nh, nkv, D, bs);
-        // fp32 online softmax vs double two-pass: rel 1e-5
+        snprintf(name, sizeof name, "paged attention (%s cache) vs ref nh=%d nkv=%d D=%d bs=%d", dn, nh, nkv, D, bs);
+        // fp32 online softmax vs double two-pass over the same (cached) k/v: rel 1e-5
         tl_check_close(name, o, o_ref, T * nh * D, 1e-5);
+        // a bf16 cache holds k/v rounded to nearest even: the flash reference below gets those values
+        if (dt == KV_BF16)
+            for (int64_t i = 0; i < T * nkv * D; i++) { k[i] = bf16_to_f32(bf16_from_f32(k[i])); v[i] = bf16_to_f32(bf16_from_f32(v[i])); }
         // vs the packed (flash) attention_forward of kernels.h on the same q/k/v: causal prefill
         int32_t cu[6] = {0};
         for (int s = 0; s < n_seqs; s++) cu[s + 1] = cu[s] + lens[s];
         float *o_fl = rlc_alloc((size_t)(T * nh * D) * 4), *lse = rlc_alloc((size_t)(T * nh) * 4);
         attention_forward(o_fl, lse, q, k, v, cu, n_seqs, nh, nkv, D);
-        snprintf(name, sizeof name, "paged attention vs attention_forward nh=%d D=%d", nh, D);
+        snprintf(name, sizeof name, "paged attention (%s cache) vs attention_forward nh=%d D=%d", dn, nh, D);
         tl_check_close(name, o, o_fl, T * nh * D, 1e-5);
         // the vector task computes the definition's bits
         float *o_sc = rlc_alloc((size_t)(T * nh * D) * 4);
         paged_attention_forward_scalar(o_sc, q, &kc, 1, bt, stride, ts, pos, T, nh);
-        TL_CHECK(!memcmp(o, o_sc, (size_t)(T * nh * D) * 4), "paged attention (%s) bitwise == the plain C definition "
-                 "nh=%d nkv=%d D=%d bs=%d", paged_attention_isa(), nh, nkv, D, bs);
+        TL_CHECK(!memcmp(o, o_sc, (size_t)(T * nh * D) * 4), "paged attention (%s, %s cache) bitwise == the plain C "
+                 "definition nh=%d nkv=%d D=%d bs=%d", paged_attention_isa(), dn, nh, nkv, D, bs);
         // and so does one thread
         const int nt = omp_get_max_threads();
         omp_set_num_threads(1);
         paged_attention_forward(o_sc, q, &kc, 1, bt, stride, ts, pos, T, nh);
         omp_set_num_threads(nt);
-        TL_CHECK(!memcmp(o, o_sc, (size_t)(T * nh * D) * 4), "paged attention: 1 thread == %d threads (D=%d)", nt, D);
+        TL_CHECK(!memcmp(o, o_sc, (size_t)(T * nh * D) * 4), "paged attention (%s cache): 1 thread == %d threads (D=%d)", dn,
+                 nt, D);
         rlc_free(o_sc);
         // batch invariance: decode of each sequence's last token alone == its row in the full call
         int same = 1;
@@ -96,7 +103,7 @@ static void test_paged_attention(void) {
             paged_attention_forward(o1, q + t * nh * D, &kc, 1, bt, stride, ts + t, pos + t, 1, nh);
             if (memcmp(o1, o + t * nh * D, (size_t)(nh * D) * 4)) same = 0;
         }
-        TL_CHECK(same, "paged attention rows bitwise independent of the other tokens (D=%d)", D);
+        TL_CHECK(same, "paged attention (%s cache) rows bitwise independent of the other tokens (D=%d)", dn, D);
         rlc_free(o1); rlc_free(o_fl); rlc_free(lse);
         rlc_free(q); rlc_free(o); rlc_free(o_ref); rlc_free(k); rlc_free(v);
         free(bt); free(ts); free(pos);

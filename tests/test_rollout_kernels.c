@@ -12,27 +12,33 @@
 #include "rollout/sampler.h"
 #include "testlib.h"
 
-static void test_kv_cache(void) {
+static void test_kv_cache(kv_dtype dt) {
     kv_cache kc;
-    const int64_t bb = kv_cache_block_bytes(2, 2, 16, 16);
-    TL_CHECK(bb == 2 * 2 * 2 * 16 * 16 * 4, "block bytes %lld", (long long)bb);
-    kv_cache_init(&kc, 2, 2, 16, 16, 3 * bb + bb / 2);
+    const int eb = dt == KV_BF16 ? 2 : 4;
+    const int64_t bb = kv_cache_block_bytes(2, 2, 16, 16, dt);
+    TL_CHECK(bb == 2 * 2 * 2 * 16 * 16 * eb, "%s block bytes %lld", kv_dtype_name(dt), (long long)bb);
+    kv_cache_init(&kc, 2, 2, 16, 16, dt, 3 * bb + bb / 2);
     TL_CHECK(kc.n_blocks == 3, "pool of 3.5 blocks' bytes holds 3 blocks (%d)", kc.n_blocks);
     int a = kv_cache_alloc(&kc), b = kv_cache_alloc(&kc), c = kv_cache_alloc(&kc);
     TL_CHECK(a >= 0 && b >= 0 && c >= 0 && kv_cache_alloc(&kc) == -1 && kc.n_free == 0, "exhaustion returns -1");
-    float *ka = kv_cache_k(&kc, a, 1);
-    for (int i = 0; i < 2 * 16 * 16; i++) ka[i] = (float)i;
+    unsigned char *ka = kv_cache_k(&kc, a, 1);
+    TL_CHECK(kv_cache_v(&kc, a, 1) == ka + 2 * 16 * 16 * eb && ka == (unsigned char *)kv_cache_k(&kc, a, 0) + bb / 2,
+             "%s layout: V after the layer's K, layers one after the other", kv_dtype_name(dt));
+    for (int i = 0; i < 2 * 16 * 16 * eb; i++) ka[i] = (unsigned char)(i * 7);
     kv_cache_ref(&kc, a);   // shared by two sequences
     int32_t x = a;
     TL_CHECK(kv_cache_make_private(&kc, &x) == -1 && x == a, "cow with an empty pool fails and keeps the block");
     kv_cache_unref(&kc, c);
     TL_CHECK(kc.n_free == 1, "unref frees");
     TL_CHECK(kv_cache_make_private(&kc, &x) == 1 && x == c && kc.refcount[a] == 1 && kc.refcount[c] == 1, "cow copies");
-    TL_CHECK(!memcmp(kv_cache_k(&kc, c, 1), ka, 2 * 16 * 16 * 4), "cow copy has the data");
+    TL_CHECK(!memcmp(kv_cache_k(&kc, c, 1), ka, (size_t)(2 * 16 * 16 * eb)), "%s cow copy has the data", kv_dtype_name(dt));
     TL_CHECK(kv_cache_make_private(&kc, &x) == 0, "private block is not copied");
     kv_cache_unref(&kc, a); kv_cache_unref(&kc, b); kv_cache_unref(&kc, c);
     TL_CHECK(kc.n_free == 3, "all blocks back");
     kv_cache_free(&kc);
+    kv_dtype p;
+    TL_CHECK(kv_dtype_parse(kv_dtype_name(dt), &p) == 0 && p == dt && kv_dtype_parse("fp16", &p) == -1,
+             "kv dtype names parse (%s; fp16 rejected)", kv_dtype_name(dt));
 }
 
 // Brute-force processed distribution (double): temperature, top-k (ties kept), top-p (sorted prefix).
@@ -163,7 +169,8 @@ static void test_sampler(void) {
 }
 
 int main(void) {
-    test_kv_cache();
+    test_kv_cache(KV_F32);
+    test_kv_cache(KV_BF16);
     test_sampler();
     return tl_summary();
 }

@@ -93,6 +93,7 @@ static void test_defaults(void) {
     TL_CHECK(!strcmp(c.actor_rollout_ref.actor.kl_loss_type, "low_var_kl"), "kl_loss_type default");
     TL_CHECK(c.actor_rollout_ref.actor.kl_loss_coef == 0.001 && !c.actor_rollout_ref.actor.use_kl_loss, "kl loss");
     TL_CHECK(c.actor_rollout_ref.rollout.n == 1 && c.actor_rollout_ref.rollout.top_k == -1, "rollout");
+    TL_CHECK(!strcmp(c.actor_rollout_ref.rollout.kv_cache_dtype, "fp32"), "kv_cache_dtype default fp32");
     TL_CHECK(c.actor_rollout_ref.rollout.val_kwargs.temperature == 0 && !c.actor_rollout_ref.rollout.val_kwargs.do_sample,
              "val_kwargs");
     TL_CHECK(!strcmp(c.algorithm.kl_penalty, "kl") && !strcmp(c.algorithm.kl_ctrl.type, "fixed"), "algorithm kl");
@@ -232,6 +233,8 @@ static void test_errors(void) {
                (const char *[]){"actor_rollout_ref.rollout.n", "out of range", NULL});
     expect_die("enum", apply_override, "actor_rollout_ref.actor.loss_agg_mode=seq-mean",
                (const char *[]){"loss_agg_mode", "'seq-mean' is not one of", NULL});
+    expect_die("kv dtype enum", apply_override, "actor_rollout_ref.rollout.kv_cache_dtype=fp16",
+               (const char *[]){"rollout.kv_cache_dtype", "'fp16' is not one of fp32|bf16", NULL});
     expect_die("kl enum", apply_override, "algorithm.kl_penalty=full", (const char *[]){"algorithm.kl_penalty", NULL});
     expect_die("clip_ratio_c <= 1", apply_override, "actor_rollout_ref.actor.clip_ratio_c=1.0",
                (const char *[]){"clip_ratio_c", "out of range", NULL});

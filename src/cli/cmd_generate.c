@@ -28,7 +28,7 @@
 static const char *USAGE =
     "rlc generate --model DIR --prompts IN.jsonl --out OUT.jsonl [--n N] [--temperature T] [--top-p P] [--top-k K] "
     "[--greedy] [--max-new-tokens M] [--seed S] [--kv-cache-bytes B] [--threads N] [--ignore-eos] [--no-prompt-sharing] "
-    "[--bf16-weights] [--max-num-seqs N] [--max-batched-tokens N] [--tokenizer DIR] [--chat-template auto|qwen3|plain] "
+    "[--bf16-weights] [--kv-cache-dtype fp32|bf16] [--max-num-seqs N] [--max-batched-tokens N] [--tokenizer DIR] [--chat-template auto|qwen3|plain] "
     "[--enable-thinking true|false]";
 
 typedef struct {
@@ -152,6 +152,9 @@ int cmd_generate(int argc, char **argv) {
     rc.ignore_eos = cli_flag(&a, "ignore-eos");
     rc.share_prompts = !cli_flag(&a, "no-prompt-sharing");
     rc.weights_bf16 = cli_flag(&a, "bf16-weights");
+    const char *kvd = cli_opt(&a, "kv-cache-dtype");
+    if (kvd && kv_dtype_parse(kvd, &rc.kv_cache_dtype))
+        rlc_die("generate: --kv-cache-dtype expects fp32 or bf16, got '%s'", kvd);
     rc.max_num_seqs = (int)cli_int(&a, "max-num-seqs", 256, 1, 1 << 20);
     rc.max_batched_tokens = (int)cli_int(&a, "max-batched-tokens", rc.max_num_seqs > 2048 ? rc.max_num_seqs : 2048, 1, 1 << 24);
     const char *tok_opt = cli_opt(&a, "tokenizer");
@@ -233,11 +236,11 @@ int cmd_generate(int argc, char **argv) {
     if (rlc_atomic_commit(&w) != 0) rlc_die("%s: cannot write output file", out_path);
     fprintf(stderr,
             "rlc generate: %d prompts x %d samples, %lld tokens generated in %.2f s (%.1f tokens/s, %lld steps, peak %d sequences, "
-            "%lld preemptions); prompt tokens %lld, computed %lld; KV cache %d blocks (%.2f GB), peak %d; load %.2f s; %s weights, "
+            "%lld preemptions); prompt tokens %lld, computed %lld; KV cache %d %s blocks (%.2f GB), peak %d; load %.2f s; %s weights, "
             "BLAS %s, %d threads\n",
             ps.n, rc.n, (long long)res.gen_tokens, res.t_total, res.t_total > 0 ? (double)res.gen_tokens / res.t_total : 0.0,
             (long long)res.n_steps, res.max_running, (long long)res.n_preempt, (long long)res.prompt_tokens,
-            (long long)res.computed_tokens, res.kv_blocks, (double)res.kv_blocks * (double)res.kv_block_bytes / 1e9,
+            (long long)res.computed_tokens, res.kv_blocks, kv_dtype_name(rc.kv_cache_dtype), (double)res.kv_blocks * (double)res.kv_block_bytes / 1e9,
             res.kv_blocks_peak, t_load, rc.weights_bf16 ? "bf16" : "fp32", be.blas_core, be.n_threads);
     rlc_sb_free(&line);
     rlc_sb_free(&txt);

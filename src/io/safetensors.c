@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/bf16.h"
 #include "core/common.h"
 
 static const struct { const char *name; int size; } DTYPES[ST_N_DTYPES] = {
@@ -34,7 +35,7 @@ int st_dtype_parse(const char *s) {
 static inline uint32_t f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static inline float u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 
-float st_bf16_to_f32(uint16_t h) { return u2f((uint32_t)h << 16); }
+float st_bf16_to_f32(uint16_t h) { return bf16_to_f32(h); }
 
 float st_f16_to_f32(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
@@ -47,12 +48,7 @@ float st_f16_to_f32(uint16_t h) {
     return u2f(sign | ((e + 112) << 23) | (m << 13));
 }
 
-uint16_t st_f32_to_bf16(float f) {
-    uint32_t x = f2u(f);
-    if ((x & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;      // NaN, as c10::BFloat16
-    x += 0x7fffu + ((x >> 16) & 1u);                          // round to nearest even; overflow -> inf
-    return (uint16_t)(x >> 16);
-}
+uint16_t st_f32_to_bf16(float f) { return bf16_from_f32(f); }
 
 uint16_t st_f32_to_f16(float f) {
     uint32_t x = f2u(f);

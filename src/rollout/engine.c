@@ -71,6 +71,7 @@ void rollout_config_default(rollout_config *c) {
     c->max_num_seqs = 256;
     c->max_batched_tokens = 2048;
     c->share_prompts = 1;
+    c->kv_cache_dtype = KV_F32;
     c->progress_interval_s = 5.0;
 }
 
@@ -108,7 +109,10 @@ rollout_engine *rollout_engine_new(qwen3_model *m, const rollout_config *cfg) {
         budget = mem_available() / 10 * 4;
         if (budget <= 0) budget = (int64_t)1 << 30;
     }
-    kv_cache_init(&e->kc, c->num_hidden_layers, c->num_key_value_heads, c->head_dim, cfg->block_size, budget);
+    if (cfg->kv_cache_dtype != KV_F32 && cfg->kv_cache_dtype != KV_BF16)
+        rlc_die("rollout: kv_cache_dtype=%d, expected fp32 or bf16", (int)cfg->kv_cache_dtype);
+    kv_cache_init(&e->kc, c->num_hidden_layers, c->num_key_value_heads, c->head_dim, cfg->block_size, cfg->kv_cache_dtype,
+                  budget);
     const int64_t H = c->hidden_size, QD = (int64_t)c->num_attention_heads * c->head_dim,
                   KD = (int64_t)c->num_key_value_heads * c->head_dim, I = c->intermediate_size, T = cfg->max_batched_tokens;
     e->T_max = T;
@@ -159,7 +163,7 @@ void rollout_engine_free(rollout_engine *e) {
 }
 
 const rollout_config *rollout_engine_config(const rollout_engine *e) { return &e->cfg; }
-int64_t rollout_engine_kv_bytes(const rollout_engine *e) { return (int64_t)e->kc.n_blocks * e->kc.block_floats * (int64_t)sizeof(float); }
+int64_t rollout_engine_kv_bytes(const rollout_engine *e) { return (int64_t)e->kc.n_blocks * e->kc.block_bytes; }
 
 // ---- the packed forward ------------------------------------------------------------------------------------
 
@@ -530,8 +534,7 @@ void rollout_generate(rollout_engine *e, const rollout_prompt *prompts, int n_pr
             rlc_die("rollout: prompt %d (%lld tokens + max_new_tokens %d) needs %lld KV blocks (%lld bytes) but the KV cache "
                     "holds %d blocks (%lld bytes); raise --kv-cache-bytes or lower --max-new-tokens",
                     p, (long long)pr->len, cfg->max_new_tokens, (long long)need,
-                    (long long)(need * kc->block_floats * (int64_t)sizeof(float)), kc->n_blocks,
-                    (long long)((int64_t)kc->n_blocks * kc->block_floats * (int64_t)sizeof(float)));
+                    (long long)(need * kc->block_bytes), kc->n_blocks, (long long)((int64_t)kc->n_blocks * kc->block_bytes));
         if (need > max_blocks) max_blocks = need;
     }
     gen_state g = {0};
@@ -602,7 +605,7 @@ void rollout_generate(rollout_engine *e, const rollout_prompt *prompts, int n_pr
         o->t_first = s->t_first;
     }
     out->kv_blocks = kc->n_blocks;
-    out->kv_block_bytes = kc->block_floats * (int64_t)sizeof(float);
+    out->kv_block_bytes = kc->block_bytes;
     free(feeds);
     free(joiners);
     free(row_seq);

@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "model/qwen3.h"
+#include "rollout/kv_cache.h"
 #include "rollout/sampler.h"
 
 enum { ROLLOUT_FINISH_NONE = 0, ROLLOUT_FINISH_STOP = 1, ROLLOUT_FINISH_LENGTH = 2 };
@@ -40,6 +41,7 @@ typedef struct {
     int max_batched_tokens;      // tokens per step (2048); prefill chunks share it with decodes
     int share_prompts;           // 1: the n samples of a prompt share its prefill (copy-on-write)
     int weights_bf16;            // 1: decode from a bf16 copy of the weights (faster, log-probs drift)
+    kv_dtype kv_cache_dtype;     // KV_F32 (default: the trainer's exact k/v) | KV_BF16 (half the bytes, drift)
     int progress;                // 1: a progress line on stderr every progress_interval_s
     double progress_interval_s;
     // Optional observer (tests, diagnostics): called once per sampled token, in row order after the

@@ -33,12 +33,18 @@ void paged_kv_write(kv_cache *kc, int layer, const float *k, const float *v, con
         const int b = bt[pos[t] / bs], s = pos[t] % bs;
         CHECK(b >= 0 && b < kc->n_blocks && kc->refcount[b] == 1, "kv write at pos %d into block %d (refcount %d)", pos[t], b,
               b >= 0 && b < kc->n_blocks ? kc->refcount[b] : -1);
-        float *kt = kv_cache_k(kc, b, layer), *vt = kv_cache_v(kc, b, layer);
         for (int h = 0; h < nkv; h++) {
             const float *kh = k + t * (int64_t)nkv * D + (int64_t)h * D, *vh = v + t * (int64_t)nkv * D + (int64_t)h * D;
-            float *kd = kt + (int64_t)h * D * bs + s, *vd = vt + (int64_t)h * bs * D + (int64_t)s * D;
-            for (int d = 0; d < D; d++) kd[(int64_t)d * bs] = kh[d];
-            memcpy(vd, vh, (size_t)D * sizeof(float));
+            const int64_t ko = (int64_t)h * D * bs + s, vo = (int64_t)h * bs * D + (int64_t)s * D;   // elements
+            if (kc->dtype == KV_BF16) {   // rounded to nearest even once, here; every read widens exactly
+                uint16_t *kd = (uint16_t *)kv_cache_k(kc, b, layer) + ko, *vd = (uint16_t *)kv_cache_v(kc, b, layer) + vo;
+                for (int d = 0; d < D; d++) kd[(int64_t)d * bs] = bf16_from_f32(kh[d]);
+                for (int d = 0; d < D; d++) vd[d] = bf16_from_f32(vh[d]);
+            } else {
+                float *kd = (float *)kv_cache_k(kc, b, layer) + ko, *vd = (float *)kv_cache_v(kc, b, layer) + vo;
+                for (int d = 0; d < D; d++) kd[(int64_t)d * bs] = kh[d];
+                memcpy(vd, vh, (size_t)D * sizeof(float));
+            }
         }
     }
 }
@@ -50,7 +56,7 @@ void paged_kv_write(kv_cache *kc, int layer, const float *k, const float *v, con
 //   l     = l * corr + sum16(p),  sum16 the tree (j, j+8), (j, j+4), (j, j+2), (j, j+1) over the block's 16
 //           lanes (keys past nk are 0; a block of bs > 16 adds the trees of its 16-key chunks in order)
 //   acc_d = acc_d * corr, then acc_d = fma(p_j, v_j[d], acc_d) for j in order;  out = acc * (1 / l)
-// with exp = k_expf. task_scalar spells it in plain C; the AVX-512 and AVX2 tasks compute the same bits (for
+// with exp = k_expf, and k, v the cache's elements widened to fp32 (exact, for a bf16 cache). task_scalar spells it in plain C; the AVX-512 and AVX2 tasks compute the same bits (for
 // block size 16; tests check it bitwise on every build), so a row's result does not depend on the ISA among
 // FMA machines, nor on the other tokens, the threads or the kv-head grouping.
 
@@ -73,17 +79,18 @@ static void task_scalar(float *out_t, const float *q_t, const kv_cache *kc, int 
     const int nblk = (n_keys + bs - 1) / bs;
     for (int ib = 0; ib < nblk; ib++) {
         const int b = bt[ib];
-        const float *kt = kv_cache_k(kc, b, layer) + (int64_t)g * D * bs;   // (D, bs)
-        const float *vt = kv_cache_v(kc, b, layer) + (int64_t)g * bs * D;   // (bs, D)
+        const void *kt = kv_cache_k(kc, b, layer), *vt = kv_cache_v(kc, b, layer);
+        const int64_t k0 = (int64_t)g * D * bs, v0 = (int64_t)g * bs * D;   // head g: (D, bs) keys, (bs, D) values
         const int nk = n_keys - ib * bs < bs ? n_keys - ib * bs : bs;
         for (int h = 0; h < G; h++) {
             const float *qh = q_t + (int64_t)(g * G + h) * D;
             for (int i = 0; i < 4; i++)
                 for (int j = 0; j < nk; j++) a[i][j] = 0.f;
             for (int d = 0; d < D; d++) {   // chain d % 4, keys inner (vectorisable, K rows read in order)
-                const float qd = qh[d], *kr = kt + (int64_t)d * bs;
+                const float qd = qh[d];
+                const int64_t kr = k0 + (int64_t)d * bs;
                 float *ai = a[d % 4];
-                for (int j = 0; j < nk; j++) ai[j] = fmaf(qd, kr[j], ai[j]);
+                for (int j = 0; j < nk; j++) ai[j] = fmaf(qd, kv_cache_get(kc, kt, kr + j), ai[j]);
             }
             float mb = -INFINITY;
             for (int j = 0; j < nk; j++) {
@@ -102,8 +109,9 @@ static void task_scalar(float *out_t, const float *q_t, const kv_cache *kc, int 
             float *ah = acc + (int64_t)h * D;
             for (int d = 0; d < D; d++) ah[d] *= corr;
             for (int j = 0; j < nk; j++) {   // the same chain per d as the vector paths, d inner
-                const float pj = p[j], *vr = vt + (int64_t)j * D;
-                for (int d = 0; d < D; d++) ah[d] = fmaf(pj, vr[d], ah[d]);
+                const float pj = p[j];
+                const int64_t vr = v0 + (int64_t)j * D;
+                for (int d = 0; d < D; d++) ah[d] = fmaf(pj, kv_cache_get(kc, vt, vr + d), ah[d]);
             }
         }
     }
@@ -121,6 +129,13 @@ static void task_scalar(float *out_t, const float *q_t, const kv_cache *kc, int 
 #if defined(__AVX512F__)
 #define PA_SIMD 1
 #define PA_SIMD_D 16   // head dims the vector path takes: multiples of this
+// 16 cache elements from p + i (elements): fp32, or bf16 widened exactly (BF, a constant at every call site).
+static inline __attribute__((always_inline)) __m512 kv_ld16(const void *p, int64_t i, int BF) {
+    if (BF) return _mm512_castsi512_ps(_mm512_slli_epi32(
+                   _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)((const uint16_t *)p + i))), 16));
+    return _mm512_load_ps((const float *)p + i);
+}
+
 static inline float hsum16(__m512 v) {
     __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
     __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
@@ -132,14 +147,14 @@ static inline float hsum16(__m512 v) {
 // Scores of one 16-key block for NH query heads: head h's 16 scores are one zmm, from the transposed key tile
 // (no horizontal sums). Two heads run their 8 chains together (each K vector loaded once).
 static inline __attribute__((always_inline)) void block_scores(__m512 *s, int NH, const float *q0, const float *q1,
-                                                                const float *kt, int D, float scale) {
+                                                                const void *kt, int D, float scale, int BF) {
     __m512 a[2][4];
     for (int h = 0; h < NH; h++)
         for (int i = 0; i < 4; i++) a[h][i] = _mm512_setzero_ps();
     const float *qs[2] = {q0, q1};
     for (int d = 0; d < D; d += 4)
         for (int i = 0; i < 4; i++) {
-            const __m512 kv = _mm512_load_ps(kt + (int64_t)(d + i) * 16);
+            const __m512 kv = kv_ld16(kt, (int64_t)(d + i) * 16, BF);
             for (int h = 0; h < NH; h++) a[h][i] = _mm512_fmadd_ps(_mm512_set1_ps(qs[h][d + i]), kv, a[h][i]);
         }
     for (int h = 0; h < NH; h++)
@@ -150,8 +165,8 @@ static inline __attribute__((always_inline)) void block_scores(__m512 *s, int NH
 // acc_h = acc_h * corr_h + sum_j p_h[j] v_j for NH heads. j runs outside and 128 columns of every head stay in
 // registers (8 zmm per head), so the chains are independent and each V vector is loaded once for the NH heads.
 static inline __attribute__((always_inline)) void block_pv(int NH, float *acc0, float *acc1, const float *p0,
-                                                            const float *p1, float c0, float c1, const float *vt,
-                                                            int nk, int D) {
+                                                            const float *p1, float c0, float c1, const void *vt,
+                                                            int nk, int D, int BF) {
     float *accs[2] = {acc0, acc1};
     const float *ps[2] = {p0, p1};
     const float cs[2] = {c0, c1};
@@ -165,7 +180,7 @@ static inline __attribute__((always_inline)) void block_pv(int NH, float *acc0, 
                 __m512 pj[2];
                 for (int h = 0; h < NH; h++) pj[h] = _mm512_set1_ps(ps[h][j]);
                 for (int u = 0; u < 8; u++) {
-                    const __m512 vv = _mm512_load_ps(vt + (int64_t)j * D + d0 + 16 * u);
+                    const __m512 vv = kv_ld16(vt, (int64_t)j * D + d0 + 16 * u, BF);
                     for (int h = 0; h < NH; h++) a[h][u] = _mm512_fmadd_ps(pj[h], vv, a[h][u]);
                 }
             }
@@ -178,19 +193,19 @@ static inline __attribute__((always_inline)) void block_pv(int NH, float *acc0, 
         for (int dv = 0; dv < D; dv += 16) {
             __m512 a = _mm512_mul_ps(_mm512_load_ps(accs[h] + dv), _mm512_set1_ps(cs[h]));
             for (int j = 0; j < nk; j++)
-                a = _mm512_fmadd_ps(_mm512_set1_ps(ps[h][j]), _mm512_load_ps(vt + (int64_t)j * D + dv), a);
+                a = _mm512_fmadd_ps(_mm512_set1_ps(ps[h][j]), kv_ld16(vt, (int64_t)j * D + dv, BF), a);
             _mm512_store_ps(accs[h] + dv, a);
         }
 }
 
 static inline __attribute__((always_inline)) void heads_block(int NH, int h0, float *acc, float *m, float *l,
-                                                               const float *q_g, const float *kt, const float *vt,
-                                                               int nk, int D, float scale) {
+                                                               const float *q_g, const void *kt, const void *vt,
+                                                               int nk, int D, float scale, int BF) {
     _Alignas(64) float pj[2][16];
     float corr[2] = {1.f, 1.f};
     const __mmask16 valid = (__mmask16)((1u << nk) - 1u);
     __m512 s[2];
-    block_scores(s, NH, q_g + (int64_t)h0 * D, q_g + (int64_t)(h0 + NH - 1) * D, kt, D, scale);
+    block_scores(s, NH, q_g + (int64_t)h0 * D, q_g + (int64_t)(h0 + NH - 1) * D, kt, D, scale, BF);
     for (int i = 0; i < NH; i++) {
         const int h = h0 + i;
         const __m512 si = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), valid, s[i]);
@@ -204,7 +219,7 @@ static inline __attribute__((always_inline)) void heads_block(int NH, int h0, fl
         m[h] = mn;
     }
     block_pv(NH, acc + (int64_t)h0 * D, acc + (int64_t)(h0 + NH - 1) * D, pj[0], pj[NH - 1], corr[0], corr[NH - 1],
-             vt, nk, D);
+             vt, nk, D, BF);
 }
 
 #elif defined(__AVX2__) && defined(__FMA__)
@@ -213,15 +228,22 @@ static inline __attribute__((always_inline)) void heads_block(int NH, int h0, fl
 // AVX2 (16 ymm registers): a head's 16 scores are two ymm, 4 partial sums each, so heads take the scores one at
 // a time; the p * V step shares each V load between two heads over 32-column strips (8 accumulators).
 
-static inline __attribute__((always_inline)) void head_scores(__m256 *s0, __m256 *s1, const float *q, const float *kt,
-                                                               int D, float scale) {
+// 8 cache elements from p + i (elements): fp32, or bf16 widened exactly (BF, a constant at every call site).
+static inline __attribute__((always_inline)) __m256 kv_ld8(const void *p, int64_t i, int BF) {
+    if (BF) return _mm256_castsi256_ps(_mm256_slli_epi32(
+                   _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + i))), 16));
+    return _mm256_load_ps((const float *)p + i);
+}
+
+static inline __attribute__((always_inline)) void head_scores(__m256 *s0, __m256 *s1, const float *q, const void *kt,
+                                                               int D, float scale, int BF) {
     __m256 a[2][4];
     for (int i = 0; i < 4; i++) a[0][i] = a[1][i] = _mm256_setzero_ps();
     for (int d = 0; d < D; d += 4)
         for (int i = 0; i < 4; i++) {
             const __m256 qd = _mm256_broadcast_ss(q + d + i);
-            a[0][i] = _mm256_fmadd_ps(qd, _mm256_load_ps(kt + (int64_t)(d + i) * 16), a[0][i]);
-            a[1][i] = _mm256_fmadd_ps(qd, _mm256_load_ps(kt + (int64_t)(d + i) * 16 + 8), a[1][i]);
+            a[0][i] = _mm256_fmadd_ps(qd, kv_ld8(kt, (int64_t)(d + i) * 16, BF), a[0][i]);
+            a[1][i] = _mm256_fmadd_ps(qd, kv_ld8(kt, (int64_t)(d + i) * 16 + 8, BF), a[1][i]);
         }
     const __m256 sc = _mm256_set1_ps(scale);
     *s0 = _mm256_mul_ps(_mm256_add_ps(_mm256_add_ps(a[0][0], a[0][1]), _mm256_add_ps(a[0][2], a[0][3])), sc);
@@ -236,8 +258,8 @@ static inline float hmax8(__m256 v) {
 }
 
 static inline __attribute__((always_inline)) void block_pv(int NH, float *acc0, float *acc1, const float *p0,
-                                                            const float *p1, float c0, float c1, const float *vt,
-                                                            int nk, int D) {
+                                                            const float *p1, float c0, float c1, const void *vt,
+                                                            int nk, int D, int BF) {
     float *accs[2] = {acc0, acc1};
     const float *ps[2] = {p0, p1};
     const float cs[2] = {c0, c1};
@@ -250,7 +272,7 @@ static inline __attribute__((always_inline)) void block_pv(int NH, float *acc0, 
             __m256 pj[2];
             for (int h = 0; h < NH; h++) pj[h] = _mm256_broadcast_ss(ps[h] + j);
             for (int u = 0; u < 4; u++) {
-                const __m256 vv = _mm256_load_ps(vt + (int64_t)j * D + d0 + 8 * u);
+                const __m256 vv = kv_ld8(vt, (int64_t)j * D + d0 + 8 * u, BF);
                 for (int h = 0; h < NH; h++) a[h][u] = _mm256_fmadd_ps(pj[h], vv, a[h][u]);
             }
         }
@@ -261,14 +283,14 @@ static inline __attribute__((always_inline)) void block_pv(int NH, float *acc0, 
         for (int dv = d0; dv < D; dv += 8) {
             __m256 a = _mm256_mul_ps(_mm256_load_ps(accs[h] + dv), _mm256_set1_ps(cs[h]));
             for (int j = 0; j < nk; j++)
-                a = _mm256_fmadd_ps(_mm256_broadcast_ss(ps[h] + j), _mm256_load_ps(vt + (int64_t)j * D + dv), a);
+                a = _mm256_fmadd_ps(_mm256_broadcast_ss(ps[h] + j), kv_ld8(vt, (int64_t)j * D + dv, BF), a);
             _mm256_store_ps(accs[h] + dv, a);
         }
 }
 
 static inline __attribute__((always_inline)) void heads_block(int NH, int h0, float *acc, float *m, float *l,
-                                                               const float *q_g, const float *kt, const float *vt,
-                                                               int nk, int D, float scale) {
+                                                               const float *q_g, const void *kt, const void *vt,
+                                                               int nk, int D, float scale, int BF) {
     _Alignas(32) float pj[2][16];
     float corr[2] = {1.f, 1.f};
     const __m256 lane = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7), nkv = _mm256_set1_ps((float)nk);
@@ -278,7 +300,7 @@ static inline __attribute__((always_inline)) void heads_block(int NH, int h0, fl
     for (int i = 0; i < NH; i++) {
         const int h = h0 + i;
         __m256 s0, s1;
-        head_scores(&s0, &s1, q_g + (int64_t)h * D, kt, D, scale);
+        head_scores(&s0, &s1, q_g + (int64_t)h * D, kt, D, scale, BF);
         s0 = _mm256_blendv_ps(ninf, s0, ok0);
         s1 = _mm256_blendv_ps(ninf, s1, ok1);
         const float mb = hmax8(_mm256_max_ps(s0, s1));
@@ -297,7 +319,7 @@ static inline __attribute__((always_inline)) void heads_block(int NH, int h0, fl
         m[h] = mn;
     }
     block_pv(NH, acc + (int64_t)h0 * D, acc + (int64_t)(h0 + NH - 1) * D, pj[0], pj[NH - 1], corr[0], corr[NH - 1],
-             vt, nk, D);
+             vt, nk, D, BF);
 }
 #endif
 
@@ -309,34 +331,35 @@ static inline __attribute__((always_inline)) void heads_block(int NH, int h0, fl
 // one-head tasks took 110-126); shorter ones are prefetched into L2 a block ahead, as blocks sit anywhere in
 // the pool (batch 1, one head per task: 2.4 ms against 2.8 without). Query heads go in pairs (one left over
 // when G is odd). Each head's arithmetic is the same for any ng.
-static void task_simd(float *out_t, const float *q_t, const kv_cache *kc, int layer, const int32_t *bt, int n_keys,
-                      int g0, int ng, int G, int D, float scale) {
+static inline __attribute__((always_inline)) void task_simd(float *out_t, const float *q_t, const kv_cache *kc,
+                                                             int layer, const int32_t *bt, int n_keys, int g0, int ng,
+                                                             int G, int D, float scale, int BF) {
     _Alignas(64) float acc[PA_MAX_G * PA_MAX_D];   // (ng*G, D)
     float m[PA_MAX_G], l[PA_MAX_G];                 // (ng*G)
     for (int h = 0; h < ng * G; h++) { m[h] = -INFINITY; l[h] = 0.f; }
     memset(acc, 0, (size_t)ng * G * D * sizeof(float));
     const int nblk = (n_keys + 15) / 16;
-    const int64_t run = (int64_t)ng * D * 16 * (int64_t)sizeof(float);   // bytes of K (or V) of the task's heads
+    const int64_t eb = kc->elem_bytes, run = (int64_t)ng * D * 16 * eb;   // bytes of K (or V) of the task's heads
     for (int ib = 0; ib < nblk; ib++) {
         const int b = bt[ib];
         const int nk = n_keys - ib * 16 < 16 ? n_keys - ib * 16 : 16;
         if (ng < 4 && ib + 1 < nblk) {
-            const char *kn = (const char *)(kv_cache_k(kc, bt[ib + 1], layer) + (int64_t)g0 * D * 16);
-            const char *vn = (const char *)(kv_cache_v(kc, bt[ib + 1], layer) + (int64_t)g0 * 16 * D);
+            const char *kn = (const char *)kv_cache_k(kc, bt[ib + 1], layer) + (int64_t)g0 * D * 16 * eb;
+            const char *vn = (const char *)kv_cache_v(kc, bt[ib + 1], layer) + (int64_t)g0 * 16 * D * eb;
             for (int64_t off = 0; off < run; off += 64) {
                 _mm_prefetch(kn + off, _MM_HINT_T1);
                 _mm_prefetch(vn + off, _MM_HINT_T1);
             }
         }
         for (int g = g0; g < g0 + ng; g++) {
-            const float *kt = kv_cache_k(kc, b, layer) + (int64_t)g * D * 16;   // (D, 16)
-            const float *vt = kv_cache_v(kc, b, layer) + (int64_t)g * 16 * D;   // (16, D)
+            const void *kt = (const char *)kv_cache_k(kc, b, layer) + (int64_t)g * D * 16 * eb;   // (D, 16)
+            const void *vt = (const char *)kv_cache_v(kc, b, layer) + (int64_t)g * 16 * D * eb;   // (16, D)
             const float *q_g = q_t + (int64_t)g * G * D;
             const int o = (g - g0) * G;
             float *acc_g = acc + (int64_t)o * D;
             int h = 0;
-            for (; h + 2 <= G; h += 2) heads_block(2, h, acc_g, m + o, l + o, q_g, kt, vt, nk, D, scale);
-            if (h < G) heads_block(1, h, acc_g, m + o, l + o, q_g, kt, vt, nk, D, scale);
+            for (; h + 2 <= G; h += 2) heads_block(2, h, acc_g, m + o, l + o, q_g, kt, vt, nk, D, scale, BF);
+            if (h < G) heads_block(1, h, acc_g, m + o, l + o, q_g, kt, vt, nk, D, scale, BF);
         }
     }
     for (int h = 0; h < ng * G; h++) {
@@ -344,6 +367,15 @@ static void task_simd(float *out_t, const float *q_t, const kv_cache *kc, int la
         float *o = out_t + (int64_t)(g0 * G + h) * D;
         for (int d = 0; d < D; d++) o[d] = acc[(int64_t)h * D + d] * inv;
     }
+}
+// The two element types, each compiled with its loads inlined.
+static void task_simd_f32(float *out_t, const float *q_t, const kv_cache *kc, int layer, const int32_t *bt,
+                          int n_keys, int g0, int ng, int G, int D, float scale) {
+    task_simd(out_t, q_t, kc, layer, bt, n_keys, g0, ng, G, D, scale, 0);
+}
+static void task_simd_bf16(float *out_t, const float *q_t, const kv_cache *kc, int layer, const int32_t *bt,
+                           int n_keys, int g0, int ng, int G, int D, float scale) {
+    task_simd(out_t, q_t, kc, layer, bt, n_keys, g0, ng, G, D, scale, 1);
 }
 #endif
 
@@ -387,7 +419,10 @@ static void attention_tasks(float *out, const float *q, const kv_cache *kc, int 
         float *out_t = out + t * (int64_t)nh * D;
         const float *q_t = q + t * (int64_t)nh * D;
 #ifdef PA_SIMD
-        if (fast) { task_simd(out_t, q_t, kc, layer, bt, pos[t] + 1, g0, ng, G, D, scale); continue; }
+        if (fast) {
+            (kc->dtype == KV_BF16 ? task_simd_bf16 : task_simd_f32)(out_t, q_t, kc, layer, bt, pos[t] + 1, g0, ng, G, D, scale);
+            continue;
+        }
 #endif
         for (int g = g0; g < g0 + ng; g++) task_scalar(out_t, q_t, kc, layer, bt, pos[t] + 1, g, G, D, scale);
     }
@@ -417,9 +452,10 @@ void paged_attention_forward_ref(float *out, const float *q, const kv_cache *kc,
             const float *qh = q + t * (int64_t)nh * D + (int64_t)h * D;
             double mx = -INFINITY;
             for (int p = 0; p < n; p++) {
-                const float *kt = kv_cache_k(kc, bt[p / bs], layer) + (int64_t)g * D * bs + p % bs;
+                const void *kt = kv_cache_k(kc, bt[p / bs], layer);
+                const int64_t k0 = (int64_t)g * D * bs + p % bs;
                 double s = 0;
-                for (int d = 0; d < D; d++) s += (double)qh[d] * (double)kt[(int64_t)d * bs];
+                for (int d = 0; d < D; d++) s += (double)qh[d] * (double)kv_cache_get(kc, kt, k0 + (int64_t)d * bs);
                 sc[p] = s * scale;
                 if (sc[p] > mx) mx = sc[p];
             }
@@ -429,7 +465,8 @@ void paged_attention_forward_ref(float *out, const float *q, const kv_cache *kc,
             for (int d = 0; d < D; d++) {
                 double a = 0;
                 for (int p = 0; p < n; p++)
-                    a += sc[p] * (double)kv_cache_v(kc, bt[p / bs], layer)[(int64_t)g * bs * D + (int64_t)(p % bs) * D + d];
+                    a += sc[p] * (double)kv_cache_get(kc, kv_cache_v(kc, bt[p / bs], layer),
+                                                      (int64_t)g * bs * D + (int64_t)(p % bs) * D + d);
                 o[d] = (float)(a / sum);
             }
         }

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/bf16.h"
 #include "core/common.h"
 
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
@@ -30,12 +31,7 @@
 #define TCH 24    // tokens whose lane accumulators wait in part between column blocks: (TCH, SLAB, 16) = 48 KiB
 
 static inline float wval_f32(const float *p) { return *p; }
-static inline float wval_bf16(const uint16_t *p) {
-    uint32_t u = (uint32_t)*p << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
+static inline float wval_bf16(const uint16_t *p) { return bf16_to_f32(*p); }
 
 // The lane tree, shared by the scalar definition and (in vector form) the fast path.
 static inline float lane_tree(float L[LANES]) {
@@ -441,10 +437,5 @@ const char *rowgemm_isa(void) { return ROWGEMM_ISA; }
 
 void rowgemm_to_bf16(uint16_t *dst, const float *src, int64_t n) {
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, &src[i], 4);
-        if ((u & 0x7F800000u) == 0x7F800000u && (u & 0x007FFFFFu)) dst[i] = (uint16_t)((u >> 16) | 0x40);  // quiet NaN
-        else dst[i] = (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-    }
+    for (int64_t i = 0; i < n; i++) dst[i] = bf16_from_f32(src[i]);
 }

@@ -99,6 +99,7 @@ static const cfg_entry k_schema[] = {
     {AR "rollout.log_prob_max_token_len_per_gpu", CT_INT, O(actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu), "16384", 1, 1e12, 0, NULL, "token budget per old-log-prob micro-batch"},
     {AR "rollout.log_prob_use_dynamic_bsz", CT_BOOL, O(actor_rollout_ref.rollout.log_prob_use_dynamic_bsz), "false", 1, 0, 0, NULL, "old-log-prob micro-batches by token budget"},
     {AR "rollout.kv_cache_bytes", CT_INT, O(actor_rollout_ref.rollout.kv_cache_bytes), "2147483648", 1048576, 1.2e18, 0, NULL, "KV-cache byte budget of the rollout engine (rlc)"},
+    {AR "rollout.kv_cache_dtype", CT_STR, O(actor_rollout_ref.rollout.kv_cache_dtype), "fp32", 1, 0, 0, "fp32|bf16", "KV-cache element type (rlc): bf16 halves the bytes, rollout log-probs drift"},
     {AR "rollout.max_num_seqs", CT_INT, O(actor_rollout_ref.rollout.max_num_seqs), "256", 1, 1e9, 0, NULL, "sequences decoded concurrently (rlc)"},
     {AR "rollout.seed", CT_INT, O(actor_rollout_ref.rollout.seed), "0", 0, BIG, 0, NULL, "sampling seed (rlc)"},
     {AR "rollout.val_kwargs.n", CT_INT, O(actor_rollout_ref.rollout.val_kwargs.n), "1", 1, 65536, 0, NULL, "validation samples per prompt"},

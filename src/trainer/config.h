@@ -79,6 +79,7 @@ typedef struct {
             int64_t log_prob_max_token_len_per_gpu;
             int log_prob_use_dynamic_bsz;
             int64_t kv_cache_bytes;            // KV-cache byte budget of the rollout engine
+            char *kv_cache_dtype;              // fp32 | bf16
             int64_t max_num_seqs;              // sequences decoded concurrently
             int64_t seed;                      // sampling seed
             struct {

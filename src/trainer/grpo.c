@@ -164,6 +164,9 @@ static void rollout_cfg_from(const grpo *g, rollout_config *rc, int val) {
     rc->max_new_tokens = (int)c->data.max_response_length;
     rc->seed = (uint64_t)c->actor_rollout_ref.rollout.seed;
     rc->kv_cache_bytes = c->actor_rollout_ref.rollout.kv_cache_bytes;
+    if (kv_dtype_parse(c->actor_rollout_ref.rollout.kv_cache_dtype, &rc->kv_cache_dtype))   // choices checked on load
+        rlc_die("config: actor_rollout_ref.rollout.kv_cache_dtype='%s', expected fp32 or bf16",
+                c->actor_rollout_ref.rollout.kv_cache_dtype);
     if (c->actor_rollout_ref.rollout.max_num_seqs > 0) rc->max_num_seqs = (int)c->actor_rollout_ref.rollout.max_num_seqs;
     const rlc_tok_special *sp = rlc_tok_specials(g->tok);
     rc->stop_ids = sp->stop_ids;
