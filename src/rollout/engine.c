@@ -109,8 +109,6 @@ rollout_engine *rollout_engine_new(qwen3_model *m, const rollout_config *cfg) {
         budget = mem_available() / 10 * 4;
         if (budget <= 0) budget = (int64_t)1 << 30;
     }
-    if (cfg->kv_cache_dtype != KV_F32 && cfg->kv_cache_dtype != KV_BF16)
-        rlc_die("rollout: kv_cache_dtype=%d, expected fp32 or bf16", (int)cfg->kv_cache_dtype);
     kv_cache_init(&e->kc, c->num_hidden_layers, c->num_key_value_heads, c->head_dim, cfg->block_size, cfg->kv_cache_dtype,
                   budget);
     const int64_t H = c->hidden_size, QD = (int64_t)c->num_attention_heads * c->head_dim,

@@ -20,7 +20,8 @@ void kv_cache_init(kv_cache *kc, int n_layers, int n_kv_heads, int head_dim, int
                    int64_t budget_bytes) {
     memset(kc, 0, sizeof *kc);
     CHECK(n_layers > 0 && n_kv_heads > 0 && head_dim > 0, "kv_cache_init: L=%d nkv=%d D=%d", n_layers, n_kv_heads, head_dim);
-    CHECK(dt == KV_F32 || dt == KV_BF16, "kv_cache_init: dtype %d", (int)dt);
+    CHECK(dt == KV_F32 || dt == KV_BF16, "kv_cache_init: dtype %d, expected KV_F32 (%d) or KV_BF16 (%d)", (int)dt, KV_F32,
+          KV_BF16);
     if (block_size < 1 || block_size > 1024) rlc_die("kv cache: block_size=%d, expected 1..1024", block_size);
     int64_t bb = kv_cache_block_bytes(n_layers, n_kv_heads, head_dim, block_size, dt);
     int64_t nb = budget_bytes / bb;

@@ -56,9 +56,10 @@ void paged_kv_write(kv_cache *kc, int layer, const float *k, const float *v, con
 //   l     = l * corr + sum16(p),  sum16 the tree (j, j+8), (j, j+4), (j, j+2), (j, j+1) over the block's 16
 //           lanes (keys past nk are 0; a block of bs > 16 adds the trees of its 16-key chunks in order)
 //   acc_d = acc_d * corr, then acc_d = fma(p_j, v_j[d], acc_d) for j in order;  out = acc * (1 / l)
-// with exp = k_expf, and k, v the cache's elements widened to fp32 (exact, for a bf16 cache). task_scalar spells it in plain C; the AVX-512 and AVX2 tasks compute the same bits (for
-// block size 16; tests check it bitwise on every build), so a row's result does not depend on the ISA among
-// FMA machines, nor on the other tokens, the threads or the kv-head grouping.
+// with exp = k_expf, and k, v the cache's elements widened to fp32 (exact, for a bf16 cache). task_scalar
+// spells it in plain C; the AVX-512 and AVX2 tasks compute the same bits (for block size 16; tests check it
+// bitwise on every build), so a row's result does not depend on the ISA among FMA machines, nor on the other
+// tokens, the threads or the kv-head grouping.
 
 static float sum16(const float *p) {   // p[16]: the lane tree of the vector paths
     float a[8], b[4];
