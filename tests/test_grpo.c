@@ -366,6 +366,38 @@ static void test_errors_and_eval(void) {
     free(em);
 }
 
+// Validation inside training runs on the training engine with val_kwargs' sampling (rollout_engine_set_sampling):
+// its step-0 numbers equal `rlc eval`'s (a fresh engine) on the same weights, and the training rollouts after it
+// are those of a run without validation (the training sampling is restored).
+static void test_validation_engine(void) {
+    const char *common = "trainer.total_training_steps=1 trainer.save_freq=1 trainer.test_freq=-1 "
+                         "actor_rollout_ref.actor.optim.lr=1e-3";
+    char o[1024];
+    snprintf(o, sizeof o, "%s trainer.val_before_train=true actor_rollout_ref.rollout.val_kwargs.n=4 "
+             "actor_rollout_ref.rollout.val_kwargs.do_sample=true actor_rollout_ref.rollout.val_kwargs.temperature=1.0", common);
+    int r1 = train(NULL, "valeng", o), r2 = train(NULL, "noval", common);
+    TL_CHECK(r1 == 0 && r2 == 0, "runs with and without val_before_train exit 0 (%d %d)", r1, r2);
+    if (r1 || r2) return;
+    int64_t n1, n2;
+    float *w1 = weights("valeng", 1, &n1), *w2 = weights("noval", 1, &n2);
+    TL_CHECK(w1 && w2 && n1 == n2 && !memcmp(w1, w2, sizeof(float) * (size_t)n1),
+             "validating with the training engine leaves the training step bitwise unchanged");
+    free(w1); free(w2);
+    cJSON *a = metrics("valeng");
+    char *em = fpath("ev/eval_metrics.jsonl", "");
+    char *es = rlc_file_exists(em) ? rlc_read_file(em, NULL) : NULL;
+    cJSON *ev = es ? cJSON_Parse(es) : NULL;
+    static const char *keys[] = {"val-core/openai/gsm8k/acc/mean@4", "val-core/openai/gsm8k/acc/maj@4/mean",
+                                 "val-aux/openai/gsm8k/reward/mean@4"};
+    for (int k = 0; k < 3; k++) {
+        const cJSON *v = ev ? cJSON_GetObjectItem(ev, keys[k]) : NULL;
+        const double x = mval(a, 0, keys[k]), y = v && cJSON_IsNumber(v) ? v->valuedouble : NAN;
+        TL_CHECK(x == y, "%s: in-training validation %.9g == rlc eval %.9g", keys[k], x, y);
+    }
+    cJSON_Delete(a); cJSON_Delete(ev);
+    free(es); free(em);
+}
+
 int main(void) {
     RLC = tl_rlc_bin();
     if (!rlc_file_exists(RLC)) { tl_skip("%s not built", RLC); return tl_summary(); }
@@ -381,6 +413,7 @@ int main(void) {
     test_kv_bf16();
     test_resume_and_crash(!san);
     test_errors_and_eval();
+    test_validation_engine();
     if (tl_failed == 0) tl_system("rm -rf %s", F);
     else printf("fixture and logs kept in %s\n", F);
     free(F);

@@ -411,7 +411,17 @@ static void run_bad(void *p) {
     rollout_generate(e, &pr, 1, &r);
 }
 
+static void run_bad_sampling(void *p) {
+    tiny_model *t = p;
+    rollout_config rc;
+    rollout_config_default(&rc);
+    rc.kv_cache_bytes = 16 << 20;
+    rollout_engine *e = rollout_engine_new(&t->m, &rc);
+    rollout_engine_set_sampling(e, 0, &rc.sampling);
+}
+
 static void test_bad_prompts(tiny_model *t) {
+    expect_die("set_sampling with n = 0", run_bad_sampling, t, "n=0, expected >= 1");
     bad_arg a = {t, 0, 16 << 20, 8};
     expect_die("empty prompt", run_bad, &a, "prompt 0 is empty");
     a.len = t->cfg.max_position_embeddings;

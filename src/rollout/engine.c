@@ -161,6 +161,13 @@ void rollout_engine_free(rollout_engine *e) {
 }
 
 const rollout_config *rollout_engine_config(const rollout_engine *e) { return &e->cfg; }
+
+void rollout_engine_set_sampling(rollout_engine *e, int n, const sampler_params *sampling) {
+    if (n < 1) rlc_die("rollout: n=%d, expected >= 1", n);
+    sampler_params_check(sampling);
+    e->cfg.n = n;
+    e->cfg.sampling = *sampling;
+}
 int64_t rollout_engine_kv_bytes(const rollout_engine *e) { return (int64_t)e->kc.n_blocks * e->kc.block_bytes; }
 
 // ---- the packed forward ------------------------------------------------------------------------------------

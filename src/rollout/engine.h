@@ -90,6 +90,9 @@ rollout_engine *rollout_engine_new(qwen3_model *m, const rollout_config *cfg);
 void rollout_engine_free(rollout_engine *e);
 void rollout_engine_sync_weights(rollout_engine *e);
 const rollout_config *rollout_engine_config(const rollout_engine *e);
+// Samples per prompt and sampling for the following rollout_generate calls (checked as in rollout_engine_new),
+// so one engine, and its KV pool, serves both training rollouts and validation.
+void rollout_engine_set_sampling(rollout_engine *e, int n, const sampler_params *sampling);
 int64_t rollout_engine_kv_bytes(const rollout_engine *e);
 
 // Generate cfg->n samples for each prompt. Dies with a one-line error for an empty prompt, a prompt with

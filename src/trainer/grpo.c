@@ -815,7 +815,11 @@ static void validate(grpo *g, rlc_metrics *m) {
     if (!g->have_val) return;
     rollout_config rc;
     rollout_cfg_from(g, &rc, 1);
-    rollout_engine *re = rollout_engine_new(&g->model, &rc);
+    // The training engine, when there is one, validates too, with val_kwargs' n and sampling: its KV pool is
+    // allocated and touched once per run (first-touch page faults cost ~3 s per GB on small VMs).
+    rollout_engine *re = g->rollout ? g->rollout : rollout_engine_new(&g->model, &rc);
+    const rollout_config train_rc = *rollout_engine_config(re);
+    rollout_engine_set_sampling(re, rc.n, &rc.sampling);
     int64_t N = g->val.n, bs = g->cfg->data.val_batch_size;
     if (bs == RLC_CFG_NULL || bs <= 0 || bs > N) bs = N;
     int n = rc.n;
@@ -834,7 +838,8 @@ static void validate(grpo *g, rlc_metrics *m) {
         sb.res = NULL;
         step_batch_free(&sb);
     }
-    rollout_engine_free(re);
+    if (re == g->rollout) rollout_engine_set_sampling(re, train_rc.n, &train_rc.sampling);
+    else rollout_engine_free(re);
     // Variables: "reward" (the score), then the reward's extra keys (e.g. "acc") in the first sample's order.
     int nv = 1 + res[0].n_extra;
     const char **names = rlc_malloc(sizeof(char *) * (size_t)nv);
