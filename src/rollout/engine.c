@@ -92,15 +92,20 @@ static float *block_base(const qwen3_model *m, int b) {
     return p;
 }
 
+// The checks of rollout_engine_new and rollout_engine_set_sampling on n and the sampling parameters.
+static void check_sampling(int n, const sampler_params *sampling) {
+    if (n < 1) rlc_die("rollout: n=%d, expected >= 1", n);
+    sampler_params_check(sampling);
+}
+
 rollout_engine *rollout_engine_new(qwen3_model *m, const rollout_config *cfg) {
     const qwen3_config *c = m->cfg;
-    if (cfg->n < 1) rlc_die("rollout: n=%d, expected >= 1", cfg->n);
+    check_sampling(cfg->n, &cfg->sampling);
     if (cfg->max_new_tokens < 1) rlc_die("rollout: max_new_tokens=%d, expected >= 1", cfg->max_new_tokens);
     if (cfg->max_num_seqs < 1) rlc_die("rollout: max_num_seqs=%d, expected >= 1", cfg->max_num_seqs);
     if (cfg->max_batched_tokens < cfg->max_num_seqs)
         rlc_die("rollout: max_batched_tokens=%d must be >= max_num_seqs=%d", cfg->max_batched_tokens, cfg->max_num_seqs);
     if (cfg->kv_cache_bytes < 0) rlc_die("rollout: kv_cache_bytes=%lld, expected >= 0", (long long)cfg->kv_cache_bytes);
-    sampler_params_check(&cfg->sampling);
     rollout_engine *e = rlc_calloc(1, sizeof *e);
     e->m = m;
     e->cfg = *cfg;
@@ -163,8 +168,7 @@ void rollout_engine_free(rollout_engine *e) {
 const rollout_config *rollout_engine_config(const rollout_engine *e) { return &e->cfg; }
 
 void rollout_engine_set_sampling(rollout_engine *e, int n, const sampler_params *sampling) {
-    if (n < 1) rlc_die("rollout: n=%d, expected >= 1", n);
-    sampler_params_check(sampling);
+    check_sampling(n, sampling);
     e->cfg.n = n;
     e->cfg.sampling = *sampling;
 }
