@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include "core/common.h"
-#include "core/rng.h"
 #include "trainer/balance.h"
 
 // Same as sft.c's loss: token-mean cross-entropy over the global batch, dlogp = -w/N.
@@ -24,18 +23,6 @@ static double ce_loss(void *user, const engine_micro *mb) {
         mb->dlogp[t] = g * w;
     }
     return -s / N;
-}
-
-// sft.c's epoch order (must stay identical: same Philox stream and Fisher-Yates).
-static void epoch_order(int *perm, int n, uint64_t seed, int epoch, int shuffle) {
-    for (int i = 0; i < n; i++) perm[i] = i;
-    if (!shuffle) return;
-    rng r;
-    rng_stream(&r, seed, 0x5f7u /* "sft" shuffle stream */, (uint64_t)epoch);
-    for (int i = n - 1; i > 0; i--) {
-        int j = (int)rng_below(&r, (uint64_t)i + 1);
-        int t = perm[i]; perm[i] = perm[j]; perm[j] = t;
-    }
 }
 
 void dist_sft_train(dist_ctx *d, qwen3_model *m, const sft_dataset *ds, const sft_config *c, const dist_sft_opts *o,
@@ -83,12 +70,9 @@ void dist_sft_train(dist_ctx *d, qwen3_model *m, const sft_dataset *ds, const sf
     int *seqs = rlc_malloc((size_t)B * sizeof(int));
     int *mine = rlc_malloc((size_t)Bl * sizeof(int));
     int64_t *wl = rlc_malloc((size_t)B * sizeof(int64_t));
-    int32_t *cu = rlc_malloc(((size_t)Bl + 1) * sizeof(int32_t));
     int32_t *cu_mb = rlc_malloc(((size_t)Bl + 1) * sizeof(int32_t));
     int *starts = rlc_malloc(((size_t)Bl + 1) * sizeof(int));
-    int64_t cap_T = 0;
-    int32_t *tokens = NULL, *targets = NULL;
-    float *lmask = NULL;
+    sft_pack_buf pk = {0};
     const int32_t dummy_tok = 0, dummy_tgt = -1, dummy_cu[2] = {0, 1};
     const float dummy_mask = 0.0f;
     sft_summary sum;
@@ -99,7 +83,7 @@ void dist_sft_train(dist_ctx *d, qwen3_model *m, const sft_dataset *ds, const sf
     for (int64_t step = start; step < total; step++) {
         int epoch = (int)(step / per_epoch);
         int64_t j = step % per_epoch;
-        if (epoch != cur_epoch) { epoch_order(perm, ds->n, c->seed, epoch, c->shuffle); cur_epoch = epoch; }
+        if (epoch != cur_epoch) { sft_epoch_order(perm, ds->n, c->seed, epoch, c->shuffle); cur_epoch = epoch; }
         for (int i = 0; i < B; i++) seqs[i] = perm[j * B + i];
         // This rank's sequences: balance_batch (KK, equal_size) over the global batch; 1 rank keeps the order.
         if (W == 1) {
@@ -112,33 +96,12 @@ void dist_sft_train(dist_ctx *d, qwen3_model *m, const sft_dataset *ds, const sf
             for (int i = 0; i < Bl; i++) mine[i] = seqs[part.items[part.offsets[R] + i]];
             rlc_partition_free(&part);
         }
-        int64_t T = 0;
-        for (int i = 0; i < Bl; i++) T += ds->off[mine[i] + 1] - ds->off[mine[i]];
-        if (T > cap_T) {
-            cap_T = T;
-            tokens = rlc_realloc(tokens, (size_t)T * sizeof(int32_t));
-            targets = rlc_realloc(targets, (size_t)T * sizeof(int32_t));
-            lmask = rlc_realloc(lmask, (size_t)T * sizeof(float));
-        }
-        int64_t off = 0;
-        double ntgt = 0;
-        cu[0] = 0;
-        for (int i = 0; i < Bl; i++) {
-            int64_t s0 = ds->off[mine[i]], len = ds->off[mine[i] + 1] - s0;
-            for (int64_t t = 0; t < len; t++) {
-                tokens[off + t] = ds->ids[s0 + t];
-                int scored = t + 1 < len && ds->mask[s0 + t + 1];
-                targets[off + t] = scored ? ds->ids[s0 + t + 1] : -1;
-                lmask[off + t] = scored ? 1.0f : 0.0f;
-                ntgt += scored;
-            }
-            off += len;
-            cu[i + 1] = (int32_t)off;
-        }
-        engine_batch lb = {.n_seqs = Bl, .cu_seqlens = cu, .tokens = tokens, .targets = targets, .loss_mask = lmask};
+        int64_t ntgt = 0;
+        engine_batch lb = sft_pack(&pk, ds, mine, Bl, &ntgt);
+        const int32_t *cu = lb.cu_seqlens;
         int nmb = engine_split(&lb, &mb, starts);
         // global target count (token-mean exactness) and micro-batch count, in one all-reduce each
-        double N = ntgt;
+        double N = (double)ntgt;
         dist_allreduce_f64(d, &N, 1, DIST_SUM, "all-reduce of the global token count");
         int64_t K = nmb;
         dist_allreduce_i64(d, &K, 1, DIST_MAX, "all-reduce of the micro-batch count");
@@ -153,8 +116,8 @@ void dist_sft_train(dist_ctx *d, qwen3_model *m, const sft_dataset *ds, const sf
                 int s0 = starts[i], s1 = starts[i + 1];
                 int32_t base = cu[s0];
                 for (int s = s0; s <= s1; s++) cu_mb[s - s0] = cu[s] - base;
-                engine_batch sb = {.n_seqs = s1 - s0, .cu_seqlens = cu_mb, .tokens = tokens + base,
-                                   .targets = targets + base, .loss_mask = lmask + base};
+                engine_batch sb = {.n_seqs = s1 - s0, .cu_seqlens = cu_mb, .tokens = lb.tokens + base,
+                                   .targets = lb.targets + base, .loss_mask = lb.loss_mask + base};
                 engine_forward_backward(&e, &sb, &whole, 0, ce_loss, NULL, N > 0 ? N : -1, &st);
                 loss += st.loss;
                 ntok += st.tokens;
@@ -218,6 +181,6 @@ void dist_sft_train(dist_ctx *d, qwen3_model *m, const sft_dataset *ds, const sf
     if (out) *out = sum;
     fsdp_free(&fs);
     engine_free(&e);
-    free(perm); free(seqs); free(mine); free(wl); free(cu); free(cu_mb); free(starts);
-    free(tokens); free(targets); free(lmask);
+    free(perm); free(seqs); free(mine); free(wl); free(cu_mb); free(starts);
+    sft_pack_free(&pk);
 }

@@ -623,6 +623,20 @@ static double grpo_loss_fn(void *user, const engine_micro *mb) {
     return out.loss;
 }
 
+// The order of the step's B sequences in PPO epoch ep, cut into mini-batches by both update paths: 0..B-1, or
+// with shuffle (verl: the mini-batch DataLoader's shuffle, seeded by data_loader_seed) a Fisher-Yates shuffle on
+// the Philox stream (seed, step, ep), so every rank count takes the same mini-batches.
+static void ppo_epoch_order(int *order, int B, int shuffle, int64_t seed, int64_t step, int64_t ep) {
+    for (int i = 0; i < B; i++) order[i] = i;
+    if (!shuffle) return;
+    rng r;
+    rng_stream(&r, (uint64_t)seed, (uint64_t)step, (uint64_t)ep);
+    for (int i = B - 1; i > 0; i--) {
+        int j = (int)rng_below(&r, (uint64_t)(i + 1));
+        int t = order[i]; order[i] = order[j]; order[j] = t;
+    }
+}
+
 static void update_actor(grpo *g, const step_batch *sb, rlc_metrics *m) {
     const rlc_train_config *c = g->cfg;
     const __typeof__(c->actor_rollout_ref.actor) *ac = &c->actor_rollout_ref.actor;
@@ -636,15 +650,7 @@ static void update_actor(grpo *g, const step_batch *sb, rlc_metrics *m) {
     rlc_actor_metrics_init(&am);
     int n_nonfinite = 0;
     for (int64_t ep = 0; ep < ac->ppo_epochs; ep++) {
-        for (int i = 0; i < B; i++) order[i] = i;
-        if (ac->shuffle) {   // verl: DataLoader(shuffle) seeded by data_loader_seed
-            rng r;
-            rng_stream(&r, (uint64_t)ac->data_loader_seed, (uint64_t)g->global_step, (uint64_t)ep);
-            for (int i = B - 1; i > 0; i--) {
-                int j = (int)rng_below(&r, (uint64_t)(i + 1));
-                int t = order[i]; order[i] = order[j]; order[j] = t;
-            }
-        }
+        ppo_epoch_order(order, B, ac->shuffle, ac->data_loader_seed, g->global_step, ep);
         for (int mi = 0; mi < n_mini; mi++) {
             memcpy(rows, order + (size_t)mi * mini_seqs, sizeof(int) * (size_t)mini_seqs);
             engine_mb mbc = {0, 0, NULL, 0};
@@ -702,15 +708,7 @@ static void update_actor_dist(grpo *g, const step_batch *sb, rlc_metrics *m) {
     qwen3_model *mod = &g->model;
     fsdp_attach(&g->fs, mod, 1);   // the update runs on the shards (ZeRO-3); the full copy is for rollout
     for (int64_t ep = 0; ep < ac->ppo_epochs; ep++) {
-        for (int i = 0; i < B; i++) order[i] = i;
-        if (ac->shuffle) {   // the same order as one process
-            rng r;
-            rng_stream(&r, (uint64_t)ac->data_loader_seed, (uint64_t)g->global_step, (uint64_t)ep);
-            for (int i = B - 1; i > 0; i--) {
-                int j = (int)rng_below(&r, (uint64_t)(i + 1));
-                int t = order[i]; order[i] = order[j]; order[j] = t;
-            }
-        }
+        ppo_epoch_order(order, B, ac->shuffle, ac->data_loader_seed, g->global_step, ep);   // the same order as one process
         for (int mi = 0; mi < n_mini; mi++) {
             memcpy(rows, order + (size_t)mi * mini_seqs, sizeof(int) * (size_t)mini_seqs);
             rlc_partition part;

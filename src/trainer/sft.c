@@ -156,7 +156,7 @@ void sft_config_default(sft_config *c) {
     c->ckpt = CKPT_NONE;
 }
 
-static void epoch_order(int *perm, int n, uint64_t seed, int epoch, int shuffle) {
+void sft_epoch_order(int *perm, int n, uint64_t seed, int epoch, int shuffle) {
     for (int i = 0; i < n; i++) perm[i] = i;
     if (!shuffle) return;
     rng r;
@@ -165,6 +165,43 @@ static void epoch_order(int *perm, int n, uint64_t seed, int epoch, int shuffle)
         int j = (int)rng_below(&r, (uint64_t)i + 1);
         int t = perm[i]; perm[i] = perm[j]; perm[j] = t;
     }
+}
+
+engine_batch sft_pack(sft_pack_buf *p, const sft_dataset *d, const int *seqs, int n, int64_t *n_targets) {
+    int64_t T = 0;
+    for (int i = 0; i < n; i++) T += d->off[seqs[i] + 1] - d->off[seqs[i]];
+    if (T > p->cap_T) {
+        p->cap_T = T;
+        p->tokens = rlc_realloc(p->tokens, (size_t)T * sizeof(int32_t));
+        p->targets = rlc_realloc(p->targets, (size_t)T * sizeof(int32_t));
+        p->loss_mask = rlc_realloc(p->loss_mask, (size_t)T * sizeof(float));
+    }
+    if (n > p->cap_seqs || !p->cu) {
+        p->cap_seqs = n;
+        p->cu = rlc_realloc(p->cu, ((size_t)n + 1) * sizeof(int32_t));
+    }
+    int64_t o = 0, ntgt = 0;
+    p->cu[0] = 0;
+    for (int i = 0; i < n; i++) {
+        const int64_t s0 = d->off[seqs[i]], len = d->off[seqs[i] + 1] - s0;
+        for (int64_t t = 0; t < len; t++) {
+            const int scored = t + 1 < len && d->mask[s0 + t + 1];
+            p->tokens[o + t] = d->ids[s0 + t];
+            p->targets[o + t] = scored ? d->ids[s0 + t + 1] : -1;
+            p->loss_mask[o + t] = scored ? 1.0f : 0.0f;
+            ntgt += scored;
+        }
+        o += len;
+        p->cu[i + 1] = (int32_t)o;
+    }
+    if (n_targets) *n_targets = ntgt;
+    return (engine_batch){.n_seqs = n, .cu_seqlens = p->cu, .tokens = p->tokens, .targets = p->targets,
+                          .loss_mask = p->loss_mask};
+}
+
+void sft_pack_free(sft_pack_buf *p) {
+    free(p->tokens); free(p->targets); free(p->loss_mask); free(p->cu);
+    memset(p, 0, sizeof *p);
 }
 
 int64_t sft_prepare(const qwen3_model *m, const sft_dataset *d, const sft_config *c, engine_config *ec_out) {
@@ -215,10 +252,7 @@ void sft_train(qwen3_model *m, const sft_dataset *d, const sft_config *c, sft_su
 
     int *perm = rlc_malloc((size_t)d->n * sizeof(int));
     int *seqs = rlc_malloc((size_t)B * sizeof(int));
-    int32_t *cu = rlc_malloc(((size_t)B + 1) * sizeof(int32_t));
-    int64_t cap_T = 0;
-    int32_t *tokens = NULL, *targets = NULL;
-    float *lmask = NULL;
+    sft_pack_buf pk = {0};
     sft_summary sum;
     memset(&sum, 0, sizeof sum);
     double t_start = rlc_now();
@@ -226,33 +260,9 @@ void sft_train(qwen3_model *m, const sft_dataset *d, const sft_config *c, sft_su
     for (int64_t step = 0; step < total; step++) {
         int epoch = (int)(step / per_epoch);
         int64_t j = step % per_epoch;
-        if (epoch != cur_epoch) { epoch_order(perm, d->n, c->seed, epoch, c->shuffle); cur_epoch = epoch; }
-        // Pack the batch: tokens, targets[t] = ids[t+1] if mask[t+1] (scored at position t), else -1.
-        int64_t T = 0;
-        for (int i = 0; i < B; i++) {
-            seqs[i] = perm[j * B + i];
-            T += d->off[seqs[i] + 1] - d->off[seqs[i]];
-        }
-        if (T > cap_T) {
-            cap_T = T;
-            tokens = rlc_realloc(tokens, (size_t)T * sizeof(int32_t));
-            targets = rlc_realloc(targets, (size_t)T * sizeof(int32_t));
-            lmask = rlc_realloc(lmask, (size_t)T * sizeof(float));
-        }
-        int64_t o = 0;
-        cu[0] = 0;
-        for (int i = 0; i < B; i++) {
-            int64_t s0 = d->off[seqs[i]], len = d->off[seqs[i] + 1] - s0;
-            for (int64_t t = 0; t < len; t++) {
-                tokens[o + t] = d->ids[s0 + t];
-                int scored = t + 1 < len && d->mask[s0 + t + 1];
-                targets[o + t] = scored ? d->ids[s0 + t + 1] : -1;
-                lmask[o + t] = scored ? 1.0f : 0.0f;
-            }
-            o += len;
-            cu[i + 1] = (int32_t)o;
-        }
-        engine_batch b = {.n_seqs = B, .cu_seqlens = cu, .tokens = tokens, .targets = targets, .loss_mask = lmask};
+        if (epoch != cur_epoch) { sft_epoch_order(perm, d->n, c->seed, epoch, c->shuffle); cur_epoch = epoch; }
+        for (int i = 0; i < B; i++) seqs[i] = perm[j * B + i];
+        engine_batch b = sft_pack(&pk, d, seqs, B, NULL);
         engine_step_stats st;
         double t0 = rlc_now();
         engine_train_batch(e, &b, &mb, 0, sft_loss, NULL, 0, &st);
@@ -280,6 +290,7 @@ void sft_train(qwen3_model *m, const sft_dataset *d, const sft_config *c, sft_su
     }
     sum.seconds = rlc_now() - t_start;
     if (out) *out = sum;
-    free(perm); free(seqs); free(cu); free(tokens); free(targets); free(lmask);
+    free(perm); free(seqs);
+    sft_pack_free(&pk);
     if (!engine_out) engine_free(e);
 }

@@ -84,10 +84,29 @@ typedef struct {
     int64_t skipped;
 } sft_summary;
 
-// Train m's parameters in place. Optional engine_out: if non-NULL the engine (optimizer state) is
-// left initialised there for the caller to save/free (engine_free); otherwise it is freed.
 // Validate the data against the config (batch size, lengths vs max positions and the micro-batch budget),
 // fill the engine config from it, and return the total number of steps. Shared by sft_train and the
 // data-parallel SFT.
 int64_t sft_prepare(const qwen3_model *m, const sft_dataset *d, const sft_config *c, engine_config *ec);
+// Train m's parameters in place. Optional engine_out: if non-NULL the engine (optimizer state) is
+// left initialised there for the caller to save/free (engine_free); otherwise it is freed.
 void sft_train(qwen3_model *m, const sft_dataset *d, const sft_config *c, sft_summary *out, engine *engine_out);
+
+// The order in which epoch `epoch` visits the n sequences: 0..n-1, or with shuffle a Fisher-Yates shuffle
+// on the Philox stream (seed, "sft", epoch). sft_train and the data-parallel SFT share it, so every rank
+// count sees the same batches.
+void sft_epoch_order(int *perm, int n, uint64_t seed, int epoch, int shuffle);
+
+// Buffers of a packed batch, grown as needed and reused across steps.
+typedef struct {
+    int32_t *tokens;    // (cap_T)
+    int32_t *targets;   // (cap_T) ids[t+1] where mask[t+1] (scored at position t), else -1
+    float *loss_mask;   // (cap_T) 1 where targets[t] >= 0
+    int32_t *cu;        // (cap_seqs + 1) cumulative sequence lengths
+    int64_t cap_T;
+    int cap_seqs;
+} sft_pack_buf;
+// Pack sequences seqs[0..n-1] of d back to back into p; the batch points into p. *n_targets (optional)
+// receives the number of scored positions.
+engine_batch sft_pack(sft_pack_buf *p, const sft_dataset *d, const int *seqs, int n, int64_t *n_targets);
+void sft_pack_free(sft_pack_buf *p);
