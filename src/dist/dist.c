@@ -190,33 +190,25 @@ void dist_barrier(dist_ctx *d, const char *what) {
     d->comm_seconds += rlc_now() - t0;
 }
 
-void dist_allreduce_f64(dist_ctx *d, double *buf, int n, int op, const char *what) {
+// An in-place all-reduce of n 8-byte values (doubles, or int64 when !f64).
+static void allreduce8(dist_ctx *d, void *buf, int n, int f64, int op, const char *what) {
     double t0 = rlc_now();
 #ifdef RLC_WITH_MPI
     if (d->mpi && d->world > 1) {
         MPI_Request r;
-        MPI_CK(d, MPI_Iallreduce(MPI_IN_PLACE, buf, n, MPI_DOUBLE, op == DIST_MAX ? MPI_MAX : MPI_SUM, COMM(d), &r), what);
+        MPI_CK(d, MPI_Iallreduce(MPI_IN_PLACE, buf, n, f64 ? MPI_DOUBLE : MPI_INT64_T, op == DIST_MAX ? MPI_MAX : MPI_SUM,
+                                 COMM(d), &r), what);
         wait_req(d, &r, what);
         account(d, DIST_K_ALLREDUCE, (int64_t)n * 8 * (d->world - 1));
     }
 #endif
-    (void)buf; (void)n; (void)op; (void)what;
+    (void)buf; (void)n; (void)f64; (void)op; (void)what;
     d->comm_seconds += rlc_now() - t0;
 }
 
-void dist_allreduce_i64(dist_ctx *d, int64_t *buf, int n, int op, const char *what) {
-    double t0 = rlc_now();
-#ifdef RLC_WITH_MPI
-    if (d->mpi && d->world > 1) {
-        MPI_Request r;
-        MPI_CK(d, MPI_Iallreduce(MPI_IN_PLACE, buf, n, MPI_INT64_T, op == DIST_MAX ? MPI_MAX : MPI_SUM, COMM(d), &r), what);
-        wait_req(d, &r, what);
-        account(d, DIST_K_ALLREDUCE, (int64_t)n * 8 * (d->world - 1));
-    }
-#endif
-    (void)buf; (void)n; (void)op; (void)what;
-    d->comm_seconds += rlc_now() - t0;
-}
+void dist_allreduce_f64(dist_ctx *d, double *buf, int n, int op, const char *what) { allreduce8(d, buf, n, 1, op, what); }
+
+void dist_allreduce_i64(dist_ctx *d, int64_t *buf, int n, int op, const char *what) { allreduce8(d, buf, n, 0, op, what); }
 
 void dist_allgather(dist_ctx *d, const void *send, void *recv, size_t bytes, const char *what) {
     double t0 = rlc_now();
