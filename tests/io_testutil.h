@@ -1,4 +1,4 @@
-// io_testutil.h: helpers for tests of user-facing errors (header-only; used by the io tests).
+// io_testutil.h: helpers for tests of user-facing errors (header-only).
 // io_expect_die runs fn(arg) in a forked child with stderr captured and checks that it exits with
 // status 1 and prints exactly one line "rlc: error: ..." containing each of the given substrings.
 #pragma once
@@ -14,7 +14,7 @@
 // without freeing, by design) would otherwise land in the captured message.
 static void io_child_atexit(void) { _exit(1); }
 
-static int io_run_child(void (*fn)(void *), void *arg, char *msg, size_t cap) {
+static inline int io_run_child(void (*fn)(void *), void *arg, char *msg, size_t cap) {
     int p[2];
     if (pipe(p) != 0) return -1;
     fflush(stdout);
@@ -39,18 +39,27 @@ static int io_run_child(void (*fn)(void *), void *arg, char *msg, size_t cap) {
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-// NULL-terminated list of substrings the message must contain.
-static int io_expect_die(const char *what, void (*fn)(void *), void *arg, ...) {
+// needles: a NULL-terminated list of substrings the message must contain.
+static inline int io_expect_die_list(const char *what, void (*fn)(void *), void *arg, const char *const *needles) {
     char msg[8192];
     int rc = io_run_child(fn, arg, msg, sizeof msg);
     int ok = rc == 1 && strncmp(msg, "rlc: error: ", 12) == 0 && strchr(msg, '\n') == msg + strlen(msg) - 1;
-    va_list ap;
-    va_start(ap, arg);
     const char *missing = NULL;
-    for (const char *s; (s = va_arg(ap, const char *));)
-        if (!strstr(msg, s)) { ok = 0; if (!missing) missing = s; }
-    va_end(ap);
+    for (const char *const *s = needles; *s; s++)
+        if (!strstr(msg, *s)) { ok = 0; if (!missing) missing = *s; }
     TL_CHECK(ok, "%s: exit %d, message '%s'%s%s", what, rc, msg, missing ? " lacks " : "", missing ? missing : "");
     if (ok) printf("ok %s: %s", what, msg);
     return ok;
+}
+
+// The same with the substrings as arguments, ending in (const char *)NULL.
+static inline int io_expect_die(const char *what, void (*fn)(void *), void *arg, ...) {
+    const char *needles[17];
+    int n = 0;
+    va_list ap;
+    va_start(ap, arg);
+    for (const char *s; (s = va_arg(ap, const char *)) && n < 16;) needles[n++] = s;
+    va_end(ap);
+    needles[n] = NULL;
+    return io_expect_die_list(what, fn, arg, needles);
 }

@@ -17,6 +17,7 @@
 #include "core/common.h"
 #include "model/qwen3.h"
 #include "rollout/engine.h"
+#include "io_testutil.h"
 #include "testlib.h"
 
 typedef struct {
@@ -367,36 +368,6 @@ static void test_eos_and_max_pos(tiny_model *t, const char *name) {
     free(ids);
 }
 
-void __lsan_disable(void) __attribute__((weak));
-
-// Run fn in a child; expect exit status 1 and `want` in its stderr.
-static void expect_die(const char *what, void (*fn)(void *), void *arg, const char *want) {
-    int fd[2];
-    if (pipe(fd) != 0) { TL_CHECK(0, "pipe"); return; }
-    fflush(stdout); fflush(stderr);
-    pid_t pid = fork();
-    if (pid == 0) {
-        if (__lsan_disable) __lsan_disable();   // the child dies on purpose, holding its allocations
-        dup2(fd[1], 2);
-        close(fd[0]);
-        fn(arg);
-        _exit(0);
-    }
-    close(fd[1]);
-    char buf[4096] = {0};
-    size_t got = 0;
-    ssize_t k;
-    while (got < sizeof buf - 1 && (k = read(fd[0], buf + got, sizeof buf - 1 - got)) > 0) got += (size_t)k;
-    close(fd[0]);
-    int st = 0;
-    waitpid(pid, &st, 0);
-    int nl = 0;   // lines, not counting sanitizer notes ("==pid==...") of the forked child
-    for (size_t i = 0; i < got; i++)
-        if (buf[i] == '\n' && !(i + 2 < got && buf[i + 1] == '=' && buf[i + 2] == '=')) nl++;
-    TL_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 1 && strstr(buf, want) && nl == 1, "%s: one-line error containing '%s' (status %d, %d lines: %s)",
-             what, want, WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st), nl, buf);
-}
-
 typedef struct { tiny_model *t; int64_t len; int64_t kv; int max_new; } bad_arg;
 static void run_bad(void *p) {
     bad_arg *a = p;
@@ -421,14 +392,14 @@ static void run_bad_sampling(void *p) {
 }
 
 static void test_bad_prompts(tiny_model *t) {
-    expect_die("set_sampling with n = 0", run_bad_sampling, t, "n=0, expected >= 1");
+    io_expect_die("set_sampling with n = 0", run_bad_sampling, t, "n=0, expected >= 1", (const char *)NULL);
     bad_arg a = {t, 0, 16 << 20, 8};
-    expect_die("empty prompt", run_bad, &a, "prompt 0 is empty");
+    io_expect_die("empty prompt", run_bad, &a, "prompt 0 is empty", (const char *)NULL);
     a.len = t->cfg.max_position_embeddings;
-    expect_die("prompt at max positions", run_bad, &a, "max_position_embeddings");
+    io_expect_die("prompt at max positions", run_bad, &a, "max_position_embeddings", (const char *)NULL);
     const int64_t bb = (int64_t)t->cfg.num_hidden_layers * 2 * t->cfg.num_key_value_heads * 16 * t->cfg.head_dim * 4;
     bad_arg b = {t, 40, bb * 2, 100};   // needs 9 blocks, pool holds 2
-    expect_die("sample larger than the KV pool", run_bad, &b, "--kv-cache-bytes");
+    io_expect_die("sample larger than the KV pool", run_bad, &b, "--kv-cache-bytes", (const char *)NULL);
 }
 
 // The bf16 switches (weights_bf16 = 1: bf16 weights; 2: a bf16 KV cache; 3: both) against the fp32 default.

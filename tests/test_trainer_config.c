@@ -8,43 +8,12 @@
 
 #include "core/common.h"
 #include "trainer/config.h"
+#include "io_testutil.h"
 #include "testlib.h"
 
-typedef void (*die_fn)(const char *arg);
-
-// Run fn(arg) in a child; expect exit status 1 and stderr containing every needle (NULL-terminated list).
-static void expect_die(const char *what, die_fn fn, const char *arg, const char **needles) {
-    int pfd[2];
-    if (pipe(pfd) != 0) { TL_CHECK(0, "pipe"); return; }
-    fflush(stdout); fflush(stderr);
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(pfd[1], 2);
-        close(pfd[0]);
-        fn(arg);
-        _exit(0);
-    }
-    close(pfd[1]);
-    char buf[4096];
-    size_t n = 0;
-    ssize_t r;
-    while (n < sizeof buf - 1 && (r = read(pfd[0], buf + n, sizeof buf - 1 - n)) > 0) n += (size_t)r;
-    buf[n] = 0;
-    close(pfd[0]);
-    int st;
-    waitpid(pid, &st, 0);
-    int ok = WIFEXITED(st) && WEXITSTATUS(st) == 1;
-    // exactly one error line (a sanitizer report, if any, comes after it)
-    char *line = strstr(buf, "rlc: error: ");
-    int lines = line != NULL && (line == buf || line[-1] == '\n');
-    if (line) {
-        char *eol = strchr(line, '\n');
-        if (eol) *eol = 0;
-        if (strstr(eol ? eol + 1 : "", "rlc: error: ")) lines = 2;
-    }
-    for (const char **p = needles; *p; p++) ok = ok && line && strstr(line, *p) != NULL;
-    TL_CHECK(ok && lines == 1, "%s: want exit 1 with one line containing the expected text; got status %d: %s", what,
-             WIFEXITED(st) ? WEXITSTATUS(st) : -1, buf);
+// Run fn(arg) in a child: it must exit 1 with one line "rlc: error: ..." holding every needle.
+static void expect_die(const char *what, void (*fn)(void *), const char *arg, const char *const *needles) {
+    io_expect_die_list(what, fn, (void *)arg, needles);
 }
 
 static char *g_tmp;
@@ -57,20 +26,23 @@ static char *write_tmp(const char *name, const char *text) {
     return p;
 }
 
-static void load_file(const char *path) {
+static void load_file(void *arg) {
+    const char *path = arg;
     rlc_train_config c;
     rlc_config_init(&c);
     rlc_config_load_yaml(&c, path);
     rlc_config_finalize(&c);
     rlc_config_free(&c);
 }
-static void apply_override(const char *kv) {
+static void apply_override(void *arg) {
+    const char *kv = arg;
     rlc_train_config c;
     rlc_config_init(&c);
     rlc_config_override(&c, kv);
     rlc_config_free(&c);
 }
-static void finalize_with(const char *kv) {
+static void finalize_with(void *arg) {
+    const char *kv = arg;
     rlc_train_config c;
     rlc_config_init(&c);
     rlc_config_override(&c, "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8");
@@ -268,7 +240,8 @@ static void test_errors(void) {
                (const char *[]){"out of range", NULL});
 }
 
-static void reward_cmd_of(const char *kv) {
+static void reward_cmd_of(void *arg) {
+    const char *kv = arg;
     rlc_train_config c;
     rlc_config_init(&c);
     rlc_config_override(&c, kv);
