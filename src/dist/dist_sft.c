@@ -9,22 +9,6 @@
 #include "core/common.h"
 #include "trainer/balance.h"
 
-// Same as sft.c's loss: token-mean cross-entropy over the global batch, dlogp = -w/N.
-static double ce_loss(void *user, const engine_micro *mb) {
-    (void)user;
-    const double N = mb->global_tokens;
-    if (N <= 0 || !mb->loss_mask) return 0.0;
-    const float g = (float)(-1.0 / N);
-    double s = 0;
-    for (int64_t t = 0; t < mb->T; t++) {
-        float w = mb->loss_mask[t];
-        if (w == 0.0f) continue;
-        s += (double)w * (double)mb->logp[t];
-        mb->dlogp[t] = g * w;
-    }
-    return -s / N;
-}
-
 void dist_sft_train(dist_ctx *d, qwen3_model *m, const sft_dataset *ds, const sft_config *c, const dist_sft_opts *o,
                     sft_summary *out, dist_sft_report *rep) {
     const int W = d->world, R = d->rank;
@@ -118,13 +102,13 @@ void dist_sft_train(dist_ctx *d, qwen3_model *m, const sft_dataset *ds, const sf
                 for (int s = s0; s <= s1; s++) cu_mb[s - s0] = cu[s] - base;
                 engine_batch sb = {.n_seqs = s1 - s0, .cu_seqlens = cu_mb, .tokens = lb.tokens + base,
                                    .targets = lb.targets + base, .loss_mask = lb.loss_mask + base};
-                engine_forward_backward(&e, &sb, &whole, 0, ce_loss, NULL, N > 0 ? N : -1, &st);
+                engine_forward_backward(&e, &sb, &whole, 0, sft_loss, NULL, N > 0 ? N : -1, &st);
                 loss += st.loss;
                 ntok += st.tokens;
             } else {   // padding pass: 1 token, nothing scored, zero gradient, same collectives
                 engine_batch sb = {.n_seqs = 1, .cu_seqlens = dummy_cu, .tokens = &dummy_tok, .targets = &dummy_tgt,
                                    .loss_mask = &dummy_mask};
-                engine_forward_backward(&e, &sb, &whole, 0, ce_loss, NULL, N > 0 ? N : 1, &st);
+                engine_forward_backward(&e, &sb, &whole, 0, sft_loss, NULL, N > 0 ? N : 1, &st);
             }
             fsdp_end_pass(&fs);
             if (o && o->die_at_step == step + 1 && R == o->die_rank) {

@@ -121,11 +121,10 @@ void sft_dataset_load_jsonl(sft_dataset *d, const char *path, int vocab_size, in
 
 // ---- loss ----
 
-// Cross-entropy token-mean over the global batch: dlogp = -w/N at scored positions.
-static double sft_loss(void *user, const engine_micro *mb) {
+double sft_loss(void *user, const engine_micro *mb) {
     (void)user;
     const double N = mb->global_tokens;
-    if (N <= 0) return 0.0;
+    if (N <= 0 || !mb->loss_mask) return 0.0;
     const float g = (float)(-1.0 / N);
     double s = 0;
     for (int64_t t = 0; t < mb->T; t++) {

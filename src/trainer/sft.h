@@ -97,6 +97,10 @@ void sft_train(qwen3_model *m, const sft_dataset *d, const sft_config *c, sft_su
 // count sees the same batches.
 void sft_epoch_order(int *perm, int n, uint64_t seed, int epoch, int shuffle);
 
+// The SFT loss, an engine loss callback (user unused): token-mean cross-entropy over the global batch,
+// -sum(w * logp) / N, seeding dlogp = -w/N at the scored positions (N = mb->global_tokens).
+double sft_loss(void *user, const engine_micro *mb);
+
 // Buffers of a packed batch, grown as needed and reused across steps.
 typedef struct {
     int32_t *tokens;    // (cap_T)
