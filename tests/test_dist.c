@@ -20,14 +20,8 @@
 #include "dist/fsdp.h"
 #include "model/qwen3.h"
 #include "testlib.h"
+#include "tiny_model.h"
 #include "trainer/sft.h"
-
-static const char *CFG_JSON =
-    "{\"architectures\": [\"Qwen3ForCausalLM\"], \"model_type\": \"qwen3\", \"vocab_size\": 97, \"hidden_size\": 32,"
-    " \"intermediate_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 2,"
-    " \"head_dim\": 16, \"max_position_embeddings\": 128, \"rms_norm_eps\": 1e-6, \"rope_theta\": 10000,"
-    " \"tie_word_embeddings\": %s, \"bos_token_id\": null, \"eos_token_id\": 1, \"use_sliding_window\": false,"
-    " \"sliding_window\": null, \"max_window_layers\": 2, \"initializer_range\": 0.02, \"torch_dtype\": \"float32\"}";
 
 typedef struct {
     qwen3_config cfg;
@@ -37,19 +31,7 @@ typedef struct {
 } tiny;
 
 static void tiny_init(tiny *t, backend_ctx *be, int tied, uint64_t seed) {
-    char js[2048];
-    snprintf(js, sizeof js, CFG_JSON, tied ? "true" : "false");
-    qwen3_config_parse(&t->cfg, js, "<test config>");
-    param_layout_init(&t->pl, &t->cfg);
-    param_set_init(&t->ps, &t->pl);
-    tl_rng r;
-    tl_rng_init(&r, seed);
-    for (int i = 0; i < t->pl.n_tensors; i++) {
-        const param_tensor *p = &t->pl.tensors[i];
-        float *x = t->ps.data + p->offset;
-        if (p->ndim == 1) for (int64_t j = 0; j < p->numel; j++) x[j] = 1.0f + tl_normal(&r, 0.1f);
-        else tl_fill_normal(&r, x, p->numel, 0.08f);
-    }
+    tiny_params_init(&t->cfg, &t->pl, &t->ps, tied, seed);
     qwen3_model_init(&t->m, &t->pl, &t->ps, be);
 }
 static void tiny_free(tiny *t) {
