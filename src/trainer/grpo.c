@@ -76,6 +76,49 @@ static void step_batch_free(step_batch *s) {
     memset(s, 0, sizeof *s);
 }
 
+// A step batch of n_prompts x n samples, T packed tokens and a longest response of Tr: the per-sample (B),
+// packed (T) and response (B, Tr) arrays. sb->score comes with the rewards.
+static void step_batch_alloc(step_batch *sb, int n_prompts, int n, int64_t T, int64_t Tr) {
+    CHECK(T < INT32_MAX, "packed step batch of %lld tokens exceeds int32 offsets", (long long)T);
+    memset(sb, 0, sizeof *sb);
+    sb->n_prompts = n_prompts;
+    sb->n = n;
+    const int B = sb->B = n_prompts * n;
+    sb->T = T;
+    sb->Tr = Tr;
+    sb->ds_index = rlc_malloc(sizeof(int64_t) * (size_t)B);
+    sb->plen = rlc_malloc(sizeof(int64_t) * (size_t)B);
+    sb->rlen = rlc_malloc(sizeof(int64_t) * (size_t)B);
+    sb->finish = rlc_malloc(sizeof(int) * (size_t)B);
+    sb->cu = rlc_malloc(sizeof(int32_t) * (size_t)(B + 1));
+    sb->tokens = rlc_malloc(sizeof(int32_t) * (size_t)T);
+    sb->targets = rlc_malloc(sizeof(int32_t) * (size_t)T);
+    sb->loss_mask = rlc_calloc((size_t)T, sizeof(float));
+    sb->rollout_lp = rlc_calloc((size_t)B * (size_t)Tr, sizeof(float));
+    sb->mask = rlc_calloc((size_t)B * (size_t)Tr, sizeof(float));
+}
+
+// Sample i, packed at off: prompt ++ response tokens, targets and loss mask on the response-scoring positions
+// (the last prompt token through the second-to-last response token), its rollout log-probs (rl) and response
+// mask. Returns the offset after it.
+static int64_t step_batch_put(step_batch *sb, int i, int64_t off, const int32_t *prompt, int64_t pl,
+                              const int32_t *resp, int64_t rl, const float *lp) {
+    sb->plen[i] = pl;
+    sb->rlen[i] = rl;
+    sb->cu[i] = (int32_t)off;
+    memcpy(sb->tokens + off, prompt, sizeof(int32_t) * (size_t)pl);
+    memcpy(sb->tokens + off + pl, resp, sizeof(int32_t) * (size_t)rl);
+    for (int64_t t = 0; t < pl + rl; t++) {
+        const int scored = t >= pl - 1 && t < pl + rl - 1;
+        sb->targets[off + t] = scored ? sb->tokens[off + t + 1] : -1;
+        sb->loss_mask[off + t] = scored ? 1.0f : 0.0f;
+    }
+    memcpy(sb->rollout_lp + (size_t)i * (size_t)sb->Tr, lp, sizeof(float) * (size_t)rl);
+    for (int64_t k = 0; k < rl; k++) sb->mask[(size_t)i * (size_t)sb->Tr + k] = 1.0f;
+    sb->cu[i + 1] = (int32_t)(off + pl + rl);
+    return off + pl + rl;
+}
+
 // ---------------------------------------------------------------------------------------------
 // the trainer
 
@@ -194,56 +237,22 @@ static void generate(grpo *g, rollout_engine *re, const int64_t *rows, int n_pro
     rollout_result rr;
     rollout_generate(re, ps, n_prompts, &rr);
     *t_gen = rlc_now() - t0;
-    memset(sb, 0, sizeof *sb);
-    sb->n_prompts = n_prompts;
-    sb->n = n;
-    sb->B = n_prompts * n;
-    int B = sb->B;
+    const int B = n_prompts * n;
     CHECK_EQ(rr.n_samples, B, "rollout samples");
-    sb->ds_index = rlc_malloc(sizeof(int64_t) * (size_t)B);
-    sb->plen = rlc_malloc(sizeof(int64_t) * (size_t)B);
-    sb->rlen = rlc_malloc(sizeof(int64_t) * (size_t)B);
-    sb->finish = rlc_malloc(sizeof(int) * (size_t)B);
-    sb->cu = rlc_malloc(sizeof(int32_t) * (size_t)(B + 1));
-    int64_t T = 0, Tr = 0;
+    int64_t T = 0, Tr = 1;
     for (int i = 0; i < B; i++) {
         const rollout_sample *s = &rr.samples[i];
-        sb->ds_index[i] = rows[s->prompt];
-        sb->plen[i] = ps[s->prompt].len;
-        sb->rlen[i] = s->len;
-        sb->finish[i] = s->finish;
-        T += sb->plen[i] + sb->rlen[i];
+        T += ps[s->prompt].len + s->len;
         if (s->len > Tr) Tr = s->len;
     }
-    if (Tr == 0) Tr = 1;
-    CHECK(T < INT32_MAX, "packed step batch of %lld tokens exceeds int32 offsets", (long long)T);
-    sb->T = T;
-    sb->Tr = Tr;
-    sb->tokens = rlc_malloc(sizeof(int32_t) * (size_t)T);
-    sb->targets = rlc_malloc(sizeof(int32_t) * (size_t)T);
-    sb->loss_mask = rlc_calloc((size_t)T, sizeof(float));
-    size_t BT = (size_t)B * (size_t)Tr;
-    sb->rollout_lp = rlc_calloc(BT, sizeof(float));
-    sb->mask = rlc_calloc(BT, sizeof(float));
+    step_batch_alloc(sb, n_prompts, n, T, Tr);
     int64_t off = 0;
     for (int i = 0; i < B; i++) {
         const rollout_sample *s = &rr.samples[i];
-        sb->cu[i] = (int32_t)off;
-        int64_t pl = sb->plen[i], rl = sb->rlen[i];
-        memcpy(sb->tokens + off, ps[s->prompt].ids, sizeof(int32_t) * (size_t)pl);
-        memcpy(sb->tokens + off + pl, s->ids, sizeof(int32_t) * (size_t)rl);
-        for (int64_t t = 0; t < pl + rl; t++) {
-            int scored = t >= pl - 1 && t < pl + rl - 1;
-            sb->targets[off + t] = scored ? sb->tokens[off + t + 1] : -1;
-            sb->loss_mask[off + t] = scored ? 1.0f : 0.0f;
-        }
-        for (int64_t k = 0; k < rl; k++) {
-            sb->rollout_lp[(size_t)i * Tr + k] = s->logprobs[k];
-            sb->mask[(size_t)i * Tr + k] = 1.0f;
-        }
-        off += pl + rl;
+        sb->ds_index[i] = rows[s->prompt];
+        sb->finish[i] = s->finish;
+        off = step_batch_put(sb, i, off, ps[s->prompt].ids, ps[s->prompt].len, s->ids, s->len, s->logprobs);
     }
-    sb->cu[B] = (int32_t)off;
     rollout_result_free(&rr);
     free(ps);
 }
@@ -313,7 +322,7 @@ static void gather_step_batch(dist_ctx *d, const step_batch *loc, step_batch *sb
     // pass 1: sizes
     const int W = d->world;
     int B = 0;
-    int64_t T = 0, Tr = 0;
+    int64_t T = 0, Tr = 1;
     const char *p = all;
     for (int r = 0; r < W; r++) {
         int32_t n;
@@ -328,26 +337,9 @@ static void gather_step_batch(dist_ctx *d, const step_batch *loc, step_batch *sb
         }
         B += n;
     }
-    if (Tr == 0) Tr = 1;
-    CHECK(T < INT32_MAX, "packed step batch of %lld tokens exceeds int32 offsets", (long long)T);
-    memset(sb, 0, sizeof *sb);
-    sb->n = loc->n;
-    sb->B = B;
-    sb->n_prompts = B / loc->n;
-    sb->T = T;
-    sb->Tr = Tr;
-    sb->ds_index = rlc_malloc(sizeof(int64_t) * (size_t)B);
-    sb->plen = rlc_malloc(sizeof(int64_t) * (size_t)B);
-    sb->rlen = rlc_malloc(sizeof(int64_t) * (size_t)B);
-    sb->finish = rlc_malloc(sizeof(int) * (size_t)B);
+    CHECK(B % loc->n == 0, "gathered %d samples, not a multiple of n=%d", B, loc->n);
+    step_batch_alloc(sb, B / loc->n, loc->n, T, Tr);
     sb->score = rlc_malloc(sizeof(float) * (size_t)B);
-    sb->cu = rlc_malloc(sizeof(int32_t) * (size_t)(B + 1));
-    sb->tokens = rlc_malloc(sizeof(int32_t) * (size_t)T);
-    sb->targets = rlc_malloc(sizeof(int32_t) * (size_t)T);
-    sb->loss_mask = rlc_calloc((size_t)T, sizeof(float));
-    size_t BT = (size_t)B * (size_t)Tr;
-    sb->rollout_lp = rlc_calloc(BT, sizeof(float));
-    sb->mask = rlc_calloc(BT, sizeof(float));
     // pass 2: the same packing as generate()
     p = all;
     int i = 0;
@@ -361,26 +353,14 @@ static void gather_step_batch(dist_ctx *d, const step_batch *loc, step_batch *sb
             memcpy(&h, p, sizeof h);
             p += sizeof h;
             sb->ds_index[i] = h.ds_index;
-            sb->plen[i] = h.plen;
-            sb->rlen[i] = h.rlen;
             sb->finish[i] = h.finish;
             sb->score[i] = h.score;
-            sb->cu[i] = (int32_t)off;
-            int64_t pl = h.plen, rl = h.rlen;
-            memcpy(sb->tokens + off, p, sizeof(int32_t) * (size_t)(pl + rl));
-            p += sizeof(int32_t) * (size_t)(pl + rl);
-            for (int64_t t = 0; t < pl + rl; t++) {
-                int scored = t >= pl - 1 && t < pl + rl - 1;
-                sb->targets[off + t] = scored ? sb->tokens[off + t + 1] : -1;
-                sb->loss_mask[off + t] = scored ? 1.0f : 0.0f;
-            }
-            memcpy(sb->rollout_lp + (size_t)i * Tr, p, sizeof(float) * (size_t)rl);
-            p += sizeof(float) * (size_t)rl;
-            for (int64_t k = 0; k < rl; k++) sb->mask[(size_t)i * Tr + k] = 1.0f;
-            off += pl + rl;
+            const int32_t *tok = (const int32_t *)p;
+            p += sizeof(int32_t) * (size_t)(h.plen + h.rlen);
+            off = step_batch_put(sb, i, off, tok, h.plen, tok + h.plen, h.rlen, (const float *)p);
+            p += sizeof(float) * (size_t)h.rlen;
         }
     }
-    sb->cu[B] = (int32_t)off;
     free(all);
 }
 
