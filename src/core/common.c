@@ -10,13 +10,40 @@
 #include <time.h>
 #include <unistd.h>
 
+void rlc_vlog_line(const char *kind, const char *fmt, va_list ap) {
+    char small[1024];
+    va_list aq;
+    va_copy(aq, ap);
+    const int n = vsnprintf(small, sizeof small, fmt, aq);
+    va_end(aq);
+    char *msg = small;
+    if (n >= (int)sizeof small && (msg = malloc((size_t)n + 1)) != NULL) vsnprintf(msg, (size_t)n + 1, fmt, ap);
+    if (!msg) msg = small;   // out of memory: the truncated message
+    fputs("rlc: ", stderr);
+    fputs(kind, stderr);
+    fputs(": ", stderr);
+    for (const unsigned char *c = (const unsigned char *)msg; *c; c++) {
+        if (*c == '\n') fputs("\\n", stderr);
+        else if (*c == '\r') fputs("\\r", stderr);
+        else if ((*c < 0x20 && *c != '\t') || *c == 0x7f) fprintf(stderr, "\\x%02x", *c);
+        else fputc(*c, stderr);
+    }
+    fputc('\n', stderr);
+    if (msg != small) free(msg);
+}
+
+void rlc_log_line(const char *kind, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    rlc_vlog_line(kind, fmt, ap);
+    va_end(ap);
+}
+
 void rlc_die(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     fflush(stdout);
-    fputs("rlc: error: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    rlc_vlog_line("error", fmt, ap);
     va_end(ap);
     exit(1);
 }
@@ -35,9 +62,7 @@ void rlc_fail(const char *file, int line, const char *expr, const char *fmt, ...
 void rlc_warn(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    fputs("rlc: warning: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    rlc_vlog_line("warning", fmt, ap);
     va_end(ap);
 }
 

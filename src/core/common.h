@@ -1,6 +1,7 @@
 // common.h: checks, errors and allocation helpers shared by every module.
 // Check macros stay on in release builds: a wrong shape or a bad file must never run on silently.
 #pragma once
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -21,6 +22,11 @@ RLC_NORETURN void rlc_die(const char *fmt, ...) RLC_PRINTF(1, 2);
 // Internal invariant failure: prints file:line, the failed expression and a hint, then aborts.
 RLC_NORETURN void rlc_fail(const char *file, int line, const char *expr, const char *fmt, ...) RLC_PRINTF(4, 5);
 void rlc_warn(const char *fmt, ...) RLC_PRINTF(1, 2);
+// "rlc: <kind>: <msg>\n" on stderr as one line, as rlc_die and rlc_warn write it: messages quote the user's
+// input (a tensor name, a JSON string, a path), so line breaks and other control characters in msg are
+// written as escapes (\n, \r, \xNN).
+void rlc_vlog_line(const char *kind, const char *fmt, va_list ap);
+void rlc_log_line(const char *kind, const char *fmt, ...) RLC_PRINTF(2, 3);
 
 // CHECK(cond, "hint %d", x): always on. Use for invariants and shape agreement between modules.
 #define CHECK(cond, ...) \

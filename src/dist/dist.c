@@ -118,11 +118,11 @@ void dist_abort(const dist_ctx *d, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     fflush(stdout);
-    fprintf(stderr, "rlc: error: rank %d/%d: ", d->rank, d->world);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    fflush(stderr);
+    char msg[2048];
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    rlc_log_line("error", "rank %d/%d: %s", d->rank, d->world, msg);
+    fflush(stderr);
 #ifdef RLC_WITH_MPI
     if (d->mpi) MPI_Abort(MPI_COMM_WORLD, 1);
 #endif
