@@ -365,6 +365,7 @@ static void test_state_file(void) {
     tl_rng_init(&r, 5);
     tl_fill_normal(&r, a.m.data, pl.numel, 1);
     tl_fill_normal(&r, a.v.data, pl.numel, 1);
+    for (int64_t i = 0; i < pl.numel; i++) a.v.data[i] *= a.v.data[i];   // a second moment is >= 0
     a.step = 17;
     char *dir = tl_tmpdir("optstate");
     char *path = rlc_path_join(dir, "optim.bin");
@@ -407,6 +408,21 @@ static void test_state_file(void) {
     printf("(expected error follows)\n");
     TL_CHECK(child_exit(load_in_child, &job2) == 1, "state for another model size: one-line error, exit 1");
     param_layout_free(&pl2);
+    // values no save of a real run writes: a negative second moment, a NaN first moment, beta1 >= 1, step < 0
+    for (int k = 0; k < 4; k++) {
+        adamw_state c;
+        adamw_init(&c, &pl, &h);
+        memcpy(c.m.data, a.m.data, (size_t)pl.numel * 4);
+        memcpy(c.v.data, a.v.data, (size_t)pl.numel * 4);
+        if (k == 0) c.v.data[pl.numel / 2] = -1e-8f;
+        if (k == 1) c.m.data[pl.numel - 1] = NAN;
+        if (k == 2) c.h.beta1 = 1.0;
+        if (k == 3) c.step = -1;
+        adamw_save(&c, bad, extra, 2);
+        adamw_free(&c);
+        printf("(expected error follows)\n");
+        TL_CHECK(child_exit(load_in_child, &job) == 1, "corrupt state %d (v < 0, m NaN, beta1 1, step -1): one-line error", k);
+    }
     tl_system("rm -rf %s", dir);
     free(bad); free(path); free(dir);
     adamw_free(&a); adamw_free(&b);

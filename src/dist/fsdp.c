@@ -327,16 +327,13 @@ void fsdp_save_optimizer(fsdp_state *f, const char *path, int64_t sched_step) {
 int64_t fsdp_load_optimizer(fsdp_state *f, const char *path) {
     adamw_state st;
     adamw_init(&st, f->pl, &f->h);   // transient full-layout m/v on every rank
-    int64_t extra[1] = {0};
-    int n = adamw_load(&st, path, extra, 1);
-    if (n < 1) rlc_die("%s: optimizer state has no LR scheduler step", path);
-    if (extra[0] < 0) rlc_die("%s: negative LR scheduler step %lld", path, (long long)extra[0]);
+    const int64_t sched_step = adamw_load_resume(&st, path);
     scatter_from_full(f, st.m.data, f->m);
     scatter_from_full(f, st.v.data, f->v);
     f->opt_step = st.step;
     f->h = st.h;
     adamw_free(&st);
-    return extra[0];
+    return sched_step;
 }
 
 fsdp_memory fsdp_memory_report(const fsdp_state *f) {

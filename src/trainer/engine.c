@@ -244,9 +244,5 @@ void engine_save_state(const engine *e, const char *path) {
 }
 
 void engine_load_state(engine *e, const char *path) {
-    int64_t extra[1] = {0};
-    int n = adamw_load(&e->opt, path, extra, 1);
-    if (n < 1) rlc_die("%s: optimizer state has no LR scheduler step", path);
-    if (extra[0] < 0) rlc_die("%s: negative LR scheduler step %lld", path, (long long)extra[0]);
-    e->sched.step = extra[0];
+    e->sched.step = adamw_load_resume(&e->opt, path);
 }

@@ -218,6 +218,14 @@ void adamw_save(const adamw_state *st, const char *path, const int64_t *extra, i
     if (rlc_atomic_commit(&w) != 0) rlc_die("%s: cannot write optimizer state: %s", path, strerror(errno));
 }
 
+int64_t adamw_load_resume(adamw_state *st, const char *path) {
+    int64_t extra[1] = {0};
+    const int n = adamw_load(st, path, extra, 1);
+    if (n < 1) rlc_die("%s: optimizer state has no LR scheduler step", path);
+    if (extra[0] < 0) rlc_die("%s: negative LR scheduler step %lld", path, (long long)extra[0]);
+    return extra[0];
+}
+
 int adamw_load(adamw_state *st, const char *path, int64_t *extra, int max_extra) {
     FILE *f = fopen(path, "rb");
     if (!f) rlc_die("%s: cannot open optimizer state: %s", path, strerror(errno));
@@ -236,6 +244,16 @@ int adamw_load(adamw_state *st, const char *path, int64_t *extra, int max_extra)
     char c;
     if (fread(&c, 1, 1, f) != 0) rlc_die("%s: trailing bytes after the optimizer state", path);
     fclose(f);
+    // values a save never writes: a damaged file, refused rather than trained on
+    if (hd.step < 0) rlc_die("%s: corrupt optimizer state header (step %lld)", path, (long long)hd.step);
+    if (!(hd.beta1 >= 0 && hd.beta1 < 1 && hd.beta2 >= 0 && hd.beta2 < 1 && hd.eps >= 0 && isfinite(hd.eps) &&
+          hd.weight_decay >= 0 && isfinite(hd.weight_decay)))
+        rlc_die("%s: corrupt optimizer state header (betas (%g, %g), eps %g, weight_decay %g)", path, hd.beta1, hd.beta2,
+                hd.eps, hd.weight_decay);
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(st->m.data[i]) || !(st->v.data[i] >= 0) || !isfinite(st->v.data[i]))
+            rlc_die("%s: corrupt optimizer state: element %zu has m = %g, v = %g (expected finite, v >= 0)", path, i,
+                    st->m.data[i], st->v.data[i]);
     st->step = hd.step;
     st->h.beta1 = hd.beta1;
     st->h.beta2 = hd.beta2;

@@ -79,3 +79,5 @@ void adamw_save(const adamw_state *st, const char *path, const int64_t *extra, i
 // Dies with a one-line error naming the file on a wrong magic/version/size. Returns the number of
 // extra values stored (up to max_extra are copied into extra).
 int adamw_load(adamw_state *st, const char *path, int64_t *extra, int max_extra);
+// A trainer's state: saved with the LR scheduler step as its one extra value. Returns that step (>= 0).
+int64_t adamw_load_resume(adamw_state *st, const char *path);
