@@ -93,7 +93,9 @@ bad "empty input_ids" '{"input_ids": []}' "bad.jsonl:1: the prompt is empty"
 long=$(/usr/bin/python3 -c 'print("{\"input_ids\": [%s]}" % ",".join(["5"] * 256))')
 bad "prompt at max positions" "$long" "max_position_embeddings = 256"
 bad "id outside the vocab" '{"input_ids": [1, 151936]}' "outside the vocab"
-bad "invalid JSON" '{"prompt": ' "bad.jsonl:1: expected a JSON object"
+bad "invalid JSON" '{"prompt": ' "bad.jsonl:1: invalid JSON"
+bad "not an object" '["a"]' "bad.jsonl:1: expected a JSON object"
+bad "text after the object" '{"prompt": "a"} x' "bad.jsonl:1: text after the JSON object"
 bad "two prompt keys" '{"prompt": "a", "input_ids": [1]}' "exactly one of"
 err=$("$RLC" generate --model "$tmp/m" --prompts "$tmp/p.jsonl" --out "$tmp/x.jsonl" --max-new-tokens 200 --kv-cache-bytes 10K 2>&1); rc=$?
 ok "sample larger than the KV budget" '[ $rc -eq 1 ] && [[ "$err" == *"raise --kv-cache-bytes"* ]] && [ $(echo "$err" | wc -l) -eq 1 ]'

@@ -20,6 +20,7 @@
 #include "core/atomic_writer.h"
 #include "core/common.h"
 #include "core/strbuf.h"
+#include "data/jsonl.h"
 #include "io/checkpoint.h"
 #include "model/qwen3.h"
 #include "rollout/engine.h"
@@ -39,25 +40,14 @@ typedef struct {
 
 static void read_prompts(prompt_set *ps, const char *path, rlc_tokenizer *tok, const char *tok_dir, int enable_thinking,
                          const qwen3_config *cfg) {
-    size_t len = 0;
-    char *text = rlc_read_file(path, &len);
     memset(ps, 0, sizeof *ps);
     int cap = 0;
-    char *p = text, *end = text + len;
-    long line = 0;
     rlc_strbuf sb = {0}, err = {0};
-    while (p < end) {
-        char *nl = memchr(p, '\n', (size_t)(end - p));
-        char *le = nl ? nl : end;
-        line++;
-        *le = 0;
-        char *q = p;
-        p = le + 1;
-        while (*q == ' ' || *q == '\t' || *q == '\r') q++;
-        if (!*q) continue;   // blank lines are skipped
-        cJSON *o = cJSON_ParseWithOpts(q, NULL, 1);
-        if (!o || !cJSON_IsObject(o))
-            rlc_die("%s:%ld: expected a JSON object {\"prompt\": ...}, {\"messages\": [...]} or {\"input_ids\": [...]}", path, line);
+    rlc_jsonl r;
+    rlc_jsonl_open(&r, path, "prompts");
+    const cJSON *o;
+    while ((o = rlc_jsonl_next(&r, "{\"prompt\": ...}, {\"messages\": [...]} or {\"input_ids\": [...]}"))) {
+        const long line = (long)r.line;
         const cJSON *jp = cJSON_GetObjectItemCaseSensitive(o, "prompt");
         const cJSON *jm = cJSON_GetObjectItemCaseSensitive(o, "messages");
         const cJSON *ji = cJSON_GetObjectItemCaseSensitive(o, "input_ids");
@@ -65,17 +55,7 @@ static void read_prompts(prompt_set *ps, const char *path, rlc_tokenizer *tok, c
             rlc_die("%s:%ld: a line needs exactly one of \"prompt\", \"messages\", \"input_ids\"", path, line);
         rlc_ivec iv = {0};
         if (ji) {
-            if (!cJSON_IsArray(ji)) rlc_die("%s:%ld: \"input_ids\" must be an array of token ids", path, line);
-            int k = 0;
-            const cJSON *e;
-            cJSON_ArrayForEach(e, ji) {
-                double v = cJSON_IsNumber(e) ? e->valuedouble : NAN;
-                if (!(v == floor(v))) rlc_die("%s:%ld: input_ids[%d] is not an integer token id", path, line, k);
-                if (v < 0 || v >= cfg->vocab_size)
-                    rlc_die("%s:%ld: input_ids[%d] = %.0f is outside the vocab [0, %d)", path, line, k, v, cfg->vocab_size);
-                rlc_iv_push(&iv, (int32_t)v);
-                k++;
-            }
+            rlc_jsonl_token_ids(&r, ji, "input_ids", cfg->vocab_size, &iv);
         } else {
             if (!tok)
                 rlc_die("%s:%ld: \"%s\" needs a tokenizer, and %s has no tokenizer.json (pass --tokenizer DIR)", path, line,
@@ -96,7 +76,6 @@ static void read_prompts(prompt_set *ps, const char *path, rlc_tokenizer *tok, c
                     rlc_die("%s:%ld: the tokenizer produced id %d, outside the model's vocab [0, %d)", path, line, iv.v[k],
                             cfg->vocab_size);
         }
-        cJSON_Delete(o);
         if (iv.n < 1) rlc_die("%s:%ld: the prompt is empty; a prompt needs at least one token", path, line);
         if (iv.n >= cfg->max_position_embeddings)
             rlc_die("%s:%ld: the prompt has %lld tokens, which leaves no room to generate under max_position_embeddings = %d",
@@ -110,9 +89,9 @@ static void read_prompts(prompt_set *ps, const char *path, rlc_tokenizer *tok, c
         ps->len[ps->n] = iv.n;
         ps->n++;
     }
+    rlc_jsonl_close(&r);
     rlc_sb_free(&sb);
     rlc_sb_free(&err);
-    free(text);
     if (ps->n == 0) rlc_die("%s: no prompts (expected JSONL lines)", path);
 }
 

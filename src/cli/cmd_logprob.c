@@ -15,6 +15,7 @@
 #include "cli/cli.h"
 #include "core/atomic_writer.h"
 #include "core/common.h"
+#include "data/jsonl.h"
 #include "io/checkpoint.h"
 #include "model/qwen3.h"
 
@@ -30,56 +31,33 @@ typedef struct {
 
 // Parse and validate every line of `path` against the model's vocab and max_position_embeddings.
 static void read_sequences(seq_set *ss, const char *path, const qwen3_config *cfg) {
-    size_t len = 0;
-    char *text = rlc_read_file(path, &len);
     memset(ss, 0, sizeof *ss);
-    int64_t cap_t = 1024, cap_n = 64;
-    ss->tokens = rlc_malloc((size_t)cap_t * sizeof(int32_t));
+    int64_t cap_n = 64;
     ss->start = rlc_malloc((size_t)(cap_n + 1) * sizeof(int64_t));
     ss->start[0] = 0;
-    char *p = text, *end = text + len;
-    long line = 0;
-    while (p < end) {
-        char *nl = memchr(p, '\n', (size_t)(end - p));
-        char *le = nl ? nl : end;
-        line++;
-        *le = 0;
-        char *q = p;
-        while (*q == ' ' || *q == '\t' || *q == '\r') q++;
-        if (!*q) rlc_die("%s:%ld: empty line; expected {\"input_ids\": [...]}", path, line);
-        cJSON *o = cJSON_ParseWithOpts(q, NULL, 1);   // no trailing garbage
-        if (!o) rlc_die("%s:%ld: invalid JSON; expected {\"input_ids\": [...]}", path, line);
-        if (!cJSON_IsObject(o)) rlc_die("%s:%ld: expected a JSON object {\"input_ids\": [...]}", path, line);
+    rlc_ivec all = {0};
+    rlc_jsonl r;
+    rlc_jsonl_open(&r, path, "sequences");
+    r.blank_is_error = 1;   // output line i scores input line i
+    const cJSON *o;
+    while ((o = rlc_jsonl_next(&r, "{\"input_ids\": [...]}"))) {
         const cJSON *ids = cJSON_GetObjectItemCaseSensitive(o, "input_ids");
-        if (!ids) rlc_die("%s:%ld: missing key \"input_ids\"", path, line);
-        if (!cJSON_IsArray(ids)) rlc_die("%s:%ld: \"input_ids\" must be an array of token ids", path, line);
-        int n = cJSON_GetArraySize(ids);
-        if (n < 1) rlc_die("%s:%ld: \"input_ids\" is empty; expected at least 1 token", path, line);
+        if (!ids) rlc_die("%s:%lld: missing key \"input_ids\"", path, (long long)r.line);
+        rlc_jsonl_token_ids(&r, ids, "input_ids", cfg->vocab_size, &all);
+        const int64_t n = all.n - ss->T;
+        if (n < 1) rlc_die("%s:%lld: \"input_ids\" is empty; expected at least 1 token", path, (long long)r.line);
         if (n > cfg->max_position_embeddings)
-            rlc_die("%s:%ld: sequence of %d tokens is longer than max_position_embeddings = %d", path, line, n,
-                    cfg->max_position_embeddings);
-        while (ss->T + n > cap_t) cap_t *= 2;
-        ss->tokens = rlc_realloc(ss->tokens, (size_t)cap_t * sizeof(int32_t));
-        int k = 0;
-        const cJSON *e;
-        cJSON_ArrayForEach(e, ids) {
-            double v = cJSON_IsNumber(e) ? e->valuedouble : NAN;
-            if (!(v == floor(v)))
-                rlc_die("%s:%ld: input_ids[%d] is not an integer token id", path, line, k);
-            if (v < 0 || v >= cfg->vocab_size)
-                rlc_die("%s:%ld: input_ids[%d] = %.0f is outside the vocab [0, %d)", path, line, k, v, cfg->vocab_size);
-            ss->tokens[ss->T + k++] = (int32_t)v;
-        }
-        cJSON_Delete(o);
+            rlc_die("%s:%lld: sequence of %lld tokens is longer than max_position_embeddings = %d", path, (long long)r.line,
+                    (long long)n, cfg->max_position_embeddings);
         if (ss->n == cap_n) {
             cap_n *= 2;
             ss->start = rlc_realloc(ss->start, (size_t)(cap_n + 1) * sizeof(int64_t));
         }
-        ss->T += n;
+        ss->T = all.n;
         ss->start[++ss->n] = ss->T;
-        p = le + 1;
     }
-    free(text);
+    rlc_jsonl_close(&r);
+    ss->tokens = all.v;
 }
 
 static void put_floats(rlc_atomic_writer *w, const char *key, const float *x, int64_t n, int first) {

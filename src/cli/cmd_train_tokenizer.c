@@ -7,6 +7,7 @@
 #include "cli/cli.h"
 #include "core/common.h"
 #include "data/dataset.h"
+#include "data/jsonl.h"
 #include "tokenizer/bpe_train.h"
 
 static const char *USAGE =
@@ -25,29 +26,21 @@ int cmd_train_tokenizer(int argc, char **argv) {
     const char *names[16];
     int nf = 0;
     for (char *tok = strtok(fields, ","); tok && nf < 16; tok = strtok(NULL, ",")) names[nf++] = tok;
-    FILE *f = fopen(data, "r");
-    if (!f) rlc_die("%s: cannot open: %s", data, strerror(errno));
     char **texts = NULL;
     int64_t n = 0, cap = 0;
-    char *line = NULL;
-    size_t lcap = 0;
-    long lineno = 0;
-    while (getline(&line, &lcap, f) > 0) {
-        lineno++;
-        if (line[strspn(line, " \t\r\n")] == 0) continue;
-        cJSON *o2 = cJSON_Parse(line);
-        if (!o2 || !cJSON_IsObject(o2)) rlc_die("%s:%ld: not a JSON object", data, lineno);
+    rlc_jsonl r;
+    rlc_jsonl_open(&r, data, "training text");
+    const cJSON *o2;
+    while ((o2 = rlc_jsonl_next(&r, "with string fields"))) {
         for (int k = 0; k < nf; k++) {
             cJSON *v = cJSON_GetObjectItemCaseSensitive(o2, names[k]);
             if (!v) continue;
-            if (!cJSON_IsString(v)) rlc_die("%s:%ld: field \"%s\" is not a string", data, lineno, names[k]);
+            if (!cJSON_IsString(v)) rlc_die("%s:%lld: field \"%s\" is not a string", data, (long long)r.line, names[k]);
             if (n + 2 > cap) { cap = cap ? 2 * cap : 1024; texts = rlc_realloc(texts, sizeof(char *) * (size_t)cap); }
             texts[n++] = rlc_strdup(v->valuestring);
         }
-        cJSON_Delete(o2);
     }
-    free(line);
-    fclose(f);
+    rlc_jsonl_close(&r);
     if (n == 0) rlc_die("%s: no text in fields %s", data, fields_opt ? fields_opt : "question,answer");
     // The words the chat template and verl's GSM8K prompt add around every question.
     const char *extra[] = {"user\n", "assistant\n", "system\n", "\n\n", " " RLC_GSM8K_INSTRUCTION};

@@ -7,6 +7,7 @@
 
 #include "core/common.h"
 #include "core/strbuf.h"
+#include "data/jsonl.h"
 
 rlc_truncation rlc_truncation_parse(const char *s, const char *what) {
     if (!s || !strcmp(s, "error")) return RLC_TRUNC_ERROR;
@@ -90,23 +91,17 @@ void rlc_dataset_load(rlc_dataset *ds, const char *path, rlc_tokenizer *tok, con
     if (opts->max_prompt_length < 1) rlc_die("%s: data.max_prompt_length must be >= 1", path);
     memset(ds, 0, sizeof *ds);
     ds->path = rlc_strdup(path);
-    FILE *f = fopen(path, "rb");
-    if (!f) rlc_die("%s: cannot open dataset", path);
+    rlc_jsonl r;
+    rlc_jsonl_open(&r, path, "dataset");
     char *stem = file_stem(path);
     const char *pkey = opts->prompt_key ? opts->prompt_key : "prompt";
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t len;
-    int64_t lineno = 0, row = 0, cap_items = 0;
+    int64_t row = 0, cap_items = 0;
     rlc_strbuf text = {0}, err = {0};
     rlc_ivec ids = {0};
-    while ((len = getline(&line, &cap, f)) >= 0) {
-        lineno++;
-        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r' || line[len - 1] == ' ')) line[--len] = 0;
-        if (len == 0) continue;
-        if (opts->max_samples >= 0 && ds->n >= opts->max_samples) break;
-        cJSON *j = cJSON_ParseWithLength(line, (size_t)len);
-        if (!j || !cJSON_IsObject(j)) rlc_die("%s:%lld: invalid JSON (expected one object per line)", path, (long long)lineno);
+    const cJSON *j;
+    while (!(opts->max_samples >= 0 && ds->n >= opts->max_samples) &&
+           (j = rlc_jsonl_next(&r, "(a verl row or a GSM8K line)"))) {
+        const int64_t lineno = r.line;
         rlc_prompt p = {0};
         p.line = lineno;
         cJSON *msgs = NULL;   // owned copy when built here
@@ -168,7 +163,6 @@ void rlc_dataset_load(rlc_dataset *ds, const char *path, rlc_tokenizer *tok, con
         p.n_ids_full = ids.n;
         if (ids.n > ds->max_len_seen) ds->max_len_seen = ids.n;
         if (msgs) cJSON_Delete(msgs);
-        cJSON_Delete(j);
         row++;
         if (opts->filter_overlong_prompts && ids.n > opts->max_prompt_length) {
             ds->n_filtered++;
@@ -187,9 +181,7 @@ void rlc_dataset_load(rlc_dataset *ds, const char *path, rlc_tokenizer *tok, con
         }
         ds->items[ds->n++] = p;
     }
-    if (ferror(f)) rlc_die("%s: read error", path);
-    fclose(f);
-    free(line);
+    rlc_jsonl_close(&r);
     free(stem);
     rlc_sb_free(&text);
     rlc_sb_free(&err);
@@ -216,21 +208,15 @@ static void push_seg(rlc_tokenizer *tok, const char *s, size_t n, uint8_t m, rlc
 void rlc_sft_text_load(rlc_sft_text *s, const char *path, rlc_tokenizer *tok, int64_t max_length, rlc_truncation trunc,
                        int enable_thinking) {
     memset(s, 0, sizeof *s);
-    FILE *f = fopen(path, "rb");
-    if (!f) rlc_die("%s: cannot open SFT data", path);
+    rlc_jsonl r;
+    rlc_jsonl_open(&r, path, "SFT data");
     const rlc_tok_special *sp = rlc_tok_specials(tok);
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t len;
-    int64_t lineno = 0, cap_items = 0;
+    int64_t cap_items = 0;
     rlc_strbuf text = {0}, err = {0}, mask = {0};
     rlc_ivec ids = {0};
-    while ((len = getline(&line, &cap, f)) >= 0) {
-        lineno++;
-        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r' || line[len - 1] == ' ')) line[--len] = 0;
-        if (len == 0) continue;
-        cJSON *j = cJSON_ParseWithLength(line, (size_t)len);
-        if (!j || !cJSON_IsObject(j)) rlc_die("%s:%lld: invalid JSON (expected one object per line)", path, (long long)lineno);
+    const cJSON *j;
+    while ((j = rlc_jsonl_next(&r, "{\"prompt\", \"response\"} or {\"messages\": [...]}"))) {
+        const int64_t lineno = r.line;
         ids.n = 0;
         rlc_sb_clear(&mask);
         rlc_sb_clear(&text);
@@ -270,7 +256,6 @@ void rlc_sft_text_load(rlc_sft_text *s, const char *path, rlc_tokenizer *tok, in
         } else {
             rlc_die("%s:%lld: expected {\"prompt\", \"response\"} or {\"messages\": [...]}", path, (long long)lineno);
         }
-        cJSON_Delete(j);
         int64_t n = ids.n;
         if (max_length > 0 && n > max_length) {
             if (trunc == RLC_TRUNC_ERROR)
@@ -297,8 +282,7 @@ void rlc_sft_text_load(rlc_sft_text *s, const char *path, rlc_tokenizer *tok, in
         }
         s->items[s->n++] = ex;
     }
-    fclose(f);
-    free(line);
+    rlc_jsonl_close(&r);
     rlc_sb_free(&text);
     rlc_sb_free(&err);
     rlc_sb_free(&mask);

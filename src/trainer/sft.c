@@ -7,6 +7,7 @@
 
 #include "core/common.h"
 #include "core/rng.h"
+#include "data/jsonl.h"
 
 // ---- dataset ----
 
@@ -60,62 +61,43 @@ static int json_int(const cJSON *x, int64_t *v) {
 }
 
 void sft_dataset_load_jsonl(sft_dataset *d, const char *path, int vocab_size, int64_t max_len) {
-    size_t len;
-    char *text = rlc_read_file(path, &len);
-    int32_t *ids = NULL;
+    rlc_ivec ids = {0};
     uint8_t *mask = NULL;
     size_t cap = 0;
     char where[1200];
-    int lineno = 0;
-    for (char *p = text, *next; p < text + len; p = next) {
-        lineno++;
-        char *nl = memchr(p, '\n', (size_t)(text + len - p));
-        next = nl ? nl + 1 : text + len;
-        size_t n = (size_t)((nl ? nl : text + len) - p);
-        snprintf(where, sizeof where, "%s:%d", path, lineno);
-        size_t k = 0;
-        while (k < n && (p[k] == ' ' || p[k] == '\t' || p[k] == '\r')) k++;
-        if (k == n) continue;   // blank line
-        cJSON *j = cJSON_ParseWithLength(p, n);
-        if (!j) rlc_die("%s: invalid JSON", where);
-        if (!cJSON_IsObject(j)) rlc_die("%s: expected a JSON object {\"input_ids\": [...], \"loss_mask\": [...]}", where);
+    rlc_jsonl r;
+    rlc_jsonl_open(&r, path, "SFT data");
+    const cJSON *j;
+    while ((j = rlc_jsonl_next(&r, "{\"input_ids\": [...], \"loss_mask\": [...]}"))) {
+        snprintf(where, sizeof where, "%s:%lld", path, (long long)r.line);
         const cJSON *ji = cJSON_GetObjectItemCaseSensitive(j, "input_ids");
         const cJSON *jm = cJSON_GetObjectItemCaseSensitive(j, "loss_mask");
         if (!ji) rlc_die("%s: missing key \"input_ids\"", where);
         if (!jm) rlc_die("%s: missing key \"loss_mask\"", where);
-        if (!cJSON_IsArray(ji)) rlc_die("%s: \"input_ids\" must be an array of integers", where);
         if (!cJSON_IsArray(jm)) rlc_die("%s: \"loss_mask\" must be an array of 0/1", where);
-        int ni = cJSON_GetArraySize(ji), nm = cJSON_GetArraySize(jm);
+        ids.n = 0;
+        rlc_jsonl_token_ids(&r, ji, "input_ids", vocab_size, &ids);
+        const int ni = (int)ids.n, nm = cJSON_GetArraySize(jm);
         if (ni != nm) rlc_die("%s: input_ids has %d tokens but loss_mask has %d", where, ni, nm);
         if (ni == 0) rlc_die("%s: empty input_ids", where);
         if (max_len > 0 && ni > max_len)
             rlc_die("%s: sequence of %d tokens exceeds the model's max_position_embeddings %lld", where, ni, (long long)max_len);
         if ((size_t)ni > cap) {
             cap = (size_t)ni;
-            ids = rlc_realloc(ids, cap * sizeof(int32_t));
             mask = rlc_realloc(mask, cap);
         }
         int t = 0;
         const cJSON *x;
-        cJSON_ArrayForEach(x, ji) {
-            int64_t v;
-            if (!json_int(x, &v) || cJSON_IsBool(x)) rlc_die("%s: input_ids[%d] is not an integer", where, t);
-            if (v < 0 || (vocab_size > 0 && v >= vocab_size))
-                rlc_die("%s: input_ids[%d] = %lld is outside the vocabulary [0, %d)", where, t, (long long)v, vocab_size);
-            ids[t++] = (int32_t)v;
-        }
-        t = 0;
         cJSON_ArrayForEach(x, jm) {
             int64_t v;
             if (!json_int(x, &v) || (v != 0 && v != 1)) rlc_die("%s: loss_mask[%d] must be 0 or 1", where, t);
             mask[t++] = (uint8_t)v;
         }
-        cJSON_Delete(j);
-        sft_dataset_add(d, ids, mask, ni, vocab_size, where);
+        sft_dataset_add(d, ids.v, mask, ni, vocab_size, where);
     }
-    free(ids);
+    rlc_jsonl_close(&r);
+    rlc_iv_free(&ids);
     free(mask);
-    free(text);
     if (d->n == 0) rlc_die("%s: no sequences", path);
 }
 
