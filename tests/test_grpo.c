@@ -317,6 +317,21 @@ static void test_resume_and_crash(int with_crash) {
     TL_CHECK(ma && cJSON_GetArraySize(ma) == 4 && mval(ma, 3, "training/epoch") == 1, "4 lines, the last in epoch 1");
     TL_CHECK(ma && isfinite(mval(ma, 1, "val-core/openai/gsm8k/acc/mean@1")), "test_freq=2 validates at step 2");
 
+    // A damaged trainer state (its data-loader batch beyond the epoch) is refused in one line, not indexed with.
+    tl_system("rm -rf %s/corrupt && cp -r %s/split %s/corrupt", F, F, F);
+    char *ts = fpath("corrupt/global_step_4/trainer_state.bin", "");
+    size_t tl;
+    char *tb = rlc_read_file(ts, &tl);
+    const int64_t far = 1000000;   // batch_in_epoch: magic 8, version 4, pad 4, global_step 8, epoch 8
+    if (tl >= 40) memcpy(tb + 32, &far, sizeof far);
+    CHECK(rlc_write_file_atomic(ts, tb, tl) == 0, "rewrite %s", ts);
+    const int rcc = train(NULL, "corrupt", "");
+    char *clog = fpath("corrupt.log", "");
+    TL_CHECK(tl >= 40 && rcc == 1 && file_contains(clog, "rlc: error: ") && file_contains(clog, "corrupt trainer state") &&
+                 file_contains(clog, "batch 1000000 of 2 per epoch"),
+             "a damaged trainer_state.bin is one clear error (rc %d)", rcc);
+    free(ts); free(tb); free(clog);
+
     if (!with_crash) {
         cJSON_Delete(ma); cJSON_Delete(mb); free(wa); free(wb);
         return;
