@@ -31,7 +31,7 @@ int cmd_train_tokenizer(int argc, char **argv) {
     rlc_jsonl r;
     rlc_jsonl_open(&r, data, "training text");
     const cJSON *o2;
-    while ((o2 = rlc_jsonl_next(&r, "with string fields"))) {
+    while ((o2 = rlc_jsonl_next(&r, "{\"<field>\": \"text\", ...}"))) {
         for (int k = 0; k < nf; k++) {
             cJSON *v = cJSON_GetObjectItemCaseSensitive(o2, names[k]);
             if (!v) continue;

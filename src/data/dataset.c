@@ -100,7 +100,7 @@ void rlc_dataset_load(rlc_dataset *ds, const char *path, rlc_tokenizer *tok, con
     rlc_ivec ids = {0};
     const cJSON *j;
     while (!(opts->max_samples >= 0 && ds->n >= opts->max_samples) &&
-           (j = rlc_jsonl_next(&r, "(a verl row or a GSM8K line)"))) {
+           (j = rlc_jsonl_next(&r, "{\"prompt\": [...], ...} (a verl row) or {\"question\", \"answer\"} (GSM8K)"))) {
         const int64_t lineno = r.line;
         rlc_prompt p = {0};
         p.line = lineno;
