@@ -8,7 +8,9 @@
 // taken out of the decode time) and after each batch-1 run), and the read-only roofline from read passes over
 // the weights at the same moments;
 // and PyTorch's KV-cache decode (bench/torch_decode.py, batch 1 and 16) in the same run, on the same workload
-// (--torch-new defaults to --new: the peer's per-token cost grows with the context too). Never pass/fail.
+// (--torch-new defaults to --new: the peer's per-token cost grows with the context too), with the ratios to it and
+// where they stand against issue 5's targets (batch 1 >= 75% of the copy roofline, 64 sequences >= 8x PyTorch's
+// batch 16). Never pass/fail.
 //
 // --bf16 adds runs with bf16 weights, --kv-bf16 runs with a bf16 KV cache (fp32 weights), after the fp32 ones.
 // --warm measures an engine's second rollout of the same workload, as a trainer's steps after the first are:
@@ -247,6 +249,7 @@ int main(int argc, char **argv) {
     const int n_sc = skip64 ? 2 : 3;
     // modes: 0 fp32 weights and KV; 1 bf16 weights (--bf16); 2 bf16 KV cache (--kv-bf16)
     static const char *mode_name[] = {"fp32", "bf16", "fp32 w, bf16 KV"};
+    double res_tok[3][3] = {{0}}, res_copy_pct[3] = {0};   // [mode][scenario] decode tokens/s; batch 1 % of copy roofline
     for (int mode = 0; mode < 3; mode++)
         for (int i = 0; i < n_sc; i++) {
             if ((mode == 1 && !bf16) || (mode == 2 && !kv_bf16)) continue;
@@ -281,8 +284,10 @@ int main(int argc, char **argv) {
             double tok = bench_median(tk, reps), ttft = bench_median(tt, reps);
             printf("%-22s %s: decode %.2f tokens/s, time to first token %.3f s (median of %d), peak RSS %.2f GB", sc[i].name,
                    mode_name[mode], tok, ttft, reps, rlc_peak_rss() / 1e9);
+            res_tok[mode][i] = tok;
             if (i == 0) {
                 const double bw_med = bench_median(probes, n_probes);
+                res_copy_pct[mode] = 100.0 * tok / (bw_med / bytes);
                 const double rbw_med = n_rprobes ? bench_median(rprobes, n_rprobes) : rbw;
                 printf(", %.0f%% of the %s roofline at the median of %d copy probes around and during the runs (%.1f GB/s; "
                        "probes %.1f-%.1f: %.0f-%.0f%%), %.0f%% of the read roofline (median read-only pass during the "
@@ -304,6 +309,19 @@ int main(int argc, char **argv) {
         printf("PyTorch %s KV-cache decode (bench/torch_decode.py, %d new tokens): batch 1 %.2f tokens/s (ttft %.2f s), batch 16 %.2f "
                "tokens/s (ttft %.2f s)\n",
                "fp32", torch_new, t1, tt1, t16, tt16);
+        // the ratios to the peer, and issue 5's two targets (batch 1 >= 75% of the copy roofline; 64 sequences >= 8x
+        // PyTorch's batch 16), for every weight/KV mode measured
+        for (int mode = 0; mode < 3; mode++) {
+            if ((mode == 1 && !bf16) || (mode == 2 && !kv_bf16)) continue;
+            printf("%-16s", mode_name[mode]);
+            if (res_tok[mode][0] > 0)
+                printf(" batch 1: %.2fx PyTorch batch 1, %.0f%% of the copy roofline (target 75%%: %s);", res_tok[mode][0] / t1,
+                       res_copy_pct[mode], res_copy_pct[mode] >= 75 ? "met" : "not met");
+            if (res_tok[mode][2] > 0)
+                printf(" 64 sequences: %.2fx PyTorch batch 16 (target 8x: %s)", res_tok[mode][2] / t16,
+                       res_tok[mode][2] >= 8 * t16 ? "met" : "not met");
+            printf("\n");
+        }
     }
     return 0;
 }
