@@ -7,7 +7,9 @@
 // sum l) rescales the (G, D) accumulator, which adds p_j * v_j rows. Query heads go in pairs, sharing each V
 // (and with AVX-512 each K) load, and accumulator columns stay in registers over a block, so the loop streams
 // the cache instead of waiting on one FMA chain per vector (a decode step over 64 sequences spent 18% here at
-// ~15 GB/s before). The plain C task is 5-10x slower: it is the definition and the fallback.
+// ~15 GB/s before). While a head's K and V tiles are read, each of their cache lines prefetches the same line
+// of the next tile the task will read (see task_simd). The plain C task is 5-10x slower: it is the definition
+// and the fallback.
 #include "rollout/paged_attention.h"
 
 #include <math.h>
@@ -146,9 +148,11 @@ static inline float hsum16(__m512 v) {
 }
 
 // Scores of one 16-key block for NH query heads: head h's 16 scores are one zmm, from the transposed key tile
-// (no horizontal sums). Two heads run their 8 chains together (each K vector loaded once).
+// (no horizontal sums). Two heads run their 8 chains together (each K vector loaded once). pk: the next K tile,
+// prefetched a line per line read (NULL: not).
 static inline __attribute__((always_inline)) void block_scores(__m512 *s, int NH, const float *q0, const float *q1,
-                                                                const void *kt, int D, float scale, int BF) {
+                                                                const void *kt, int D, float scale, int BF,
+                                                                const char *pk) {
     __m512 a[2][4];
     for (int h = 0; h < NH; h++)
         for (int i = 0; i < 4; i++) a[h][i] = _mm512_setzero_ps();
@@ -156,6 +160,7 @@ static inline __attribute__((always_inline)) void block_scores(__m512 *s, int NH
     for (int d = 0; d < D; d += 4)
         for (int i = 0; i < 4; i++) {
             const __m512 kv = kv_ld16(kt, (int64_t)(d + i) * 16, BF);
+            if (pk && (!BF || i % 2 == 0)) _mm_prefetch(pk + (int64_t)(d + i) * 16 * (BF ? 2 : 4), _MM_HINT_T0);
             for (int h = 0; h < NH; h++) a[h][i] = _mm512_fmadd_ps(_mm512_set1_ps(qs[h][d + i]), kv, a[h][i]);
         }
     for (int h = 0; h < NH; h++)
@@ -165,9 +170,10 @@ static inline __attribute__((always_inline)) void block_scores(__m512 *s, int NH
 
 // acc_h = acc_h * corr_h + sum_j p_h[j] v_j for NH heads. j runs outside and 128 columns of every head stay in
 // registers (8 zmm per head), so the chains are independent and each V vector is loaded once for the NH heads.
+// pv: the next V tile, prefetched as block_scores' pk (NULL: not).
 static inline __attribute__((always_inline)) void block_pv(int NH, float *acc0, float *acc1, const float *p0,
                                                             const float *p1, float c0, float c1, const void *vt,
-                                                            int nk, int D, int BF) {
+                                                            int nk, int D, int BF, const char *pv) {
     float *accs[2] = {acc0, acc1};
     const float *ps[2] = {p0, p1};
     const float cs[2] = {c0, c1};
@@ -182,6 +188,8 @@ static inline __attribute__((always_inline)) void block_pv(int NH, float *acc0, 
                 for (int h = 0; h < NH; h++) pj[h] = _mm512_set1_ps(ps[h][j]);
                 for (int u = 0; u < 8; u++) {
                     const __m512 vv = kv_ld16(vt, (int64_t)j * D + d0 + 16 * u, BF);
+                    if (pv && (!BF || u % 2 == 0))
+                        _mm_prefetch(pv + ((int64_t)j * D + d0 + 16 * u) * (BF ? 2 : 4), _MM_HINT_T0);
                     for (int h = 0; h < NH; h++) a[h][u] = _mm512_fmadd_ps(pj[h], vv, a[h][u]);
                 }
             }
@@ -201,12 +209,13 @@ static inline __attribute__((always_inline)) void block_pv(int NH, float *acc0, 
 
 static inline __attribute__((always_inline)) void heads_block(int NH, int h0, float *acc, float *m, float *l,
                                                                const float *q_g, const void *kt, const void *vt,
-                                                               int nk, int D, float scale, int BF) {
+                                                               int nk, int D, float scale, int BF, const char *pk,
+                                                               const char *pv) {
     _Alignas(64) float pj[2][16];
     float corr[2] = {1.f, 1.f};
     const __mmask16 valid = (__mmask16)((1u << nk) - 1u);
     __m512 s[2];
-    block_scores(s, NH, q_g + (int64_t)h0 * D, q_g + (int64_t)(h0 + NH - 1) * D, kt, D, scale, BF);
+    block_scores(s, NH, q_g + (int64_t)h0 * D, q_g + (int64_t)(h0 + NH - 1) * D, kt, D, scale, BF, pk);
     for (int i = 0; i < NH; i++) {
         const int h = h0 + i;
         const __m512 si = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), valid, s[i]);
@@ -220,7 +229,7 @@ static inline __attribute__((always_inline)) void heads_block(int NH, int h0, fl
         m[h] = mn;
     }
     block_pv(NH, acc + (int64_t)h0 * D, acc + (int64_t)(h0 + NH - 1) * D, pj[0], pj[NH - 1], corr[0], corr[NH - 1],
-             vt, nk, D, BF);
+             vt, nk, D, BF, pv);
 }
 
 #elif defined(__AVX2__) && defined(__FMA__)
@@ -236,13 +245,15 @@ static inline __attribute__((always_inline)) __m256 kv_ld8(const void *p, int64_
     return _mm256_load_ps((const float *)p + i);
 }
 
+// pk: the next K tile, prefetched a line per line read (NULL: not).
 static inline __attribute__((always_inline)) void head_scores(__m256 *s0, __m256 *s1, const float *q, const void *kt,
-                                                               int D, float scale, int BF) {
+                                                               int D, float scale, int BF, const char *pk) {
     __m256 a[2][4];
     for (int i = 0; i < 4; i++) a[0][i] = a[1][i] = _mm256_setzero_ps();
     for (int d = 0; d < D; d += 4)
         for (int i = 0; i < 4; i++) {
             const __m256 qd = _mm256_broadcast_ss(q + d + i);
+            if (pk && (!BF || i % 2 == 0)) _mm_prefetch(pk + (int64_t)(d + i) * 16 * (BF ? 2 : 4), _MM_HINT_T0);
             a[0][i] = _mm256_fmadd_ps(qd, kv_ld8(kt, (int64_t)(d + i) * 16, BF), a[0][i]);
             a[1][i] = _mm256_fmadd_ps(qd, kv_ld8(kt, (int64_t)(d + i) * 16 + 8, BF), a[1][i]);
         }
@@ -260,7 +271,7 @@ static inline float hmax8(__m256 v) {
 
 static inline __attribute__((always_inline)) void block_pv(int NH, float *acc0, float *acc1, const float *p0,
                                                             const float *p1, float c0, float c1, const void *vt,
-                                                            int nk, int D, int BF) {
+                                                            int nk, int D, int BF, const char *pv) {
     float *accs[2] = {acc0, acc1};
     const float *ps[2] = {p0, p1};
     const float cs[2] = {c0, c1};
@@ -274,6 +285,8 @@ static inline __attribute__((always_inline)) void block_pv(int NH, float *acc0, 
             for (int h = 0; h < NH; h++) pj[h] = _mm256_broadcast_ss(ps[h] + j);
             for (int u = 0; u < 4; u++) {
                 const __m256 vv = kv_ld8(vt, (int64_t)j * D + d0 + 8 * u, BF);
+                if (pv && u % (BF ? 4 : 2) == 0)
+                    _mm_prefetch(pv + ((int64_t)j * D + d0 + 8 * u) * (BF ? 2 : 4), _MM_HINT_T0);
                 for (int h = 0; h < NH; h++) a[h][u] = _mm256_fmadd_ps(pj[h], vv, a[h][u]);
             }
         }
@@ -291,7 +304,8 @@ static inline __attribute__((always_inline)) void block_pv(int NH, float *acc0, 
 
 static inline __attribute__((always_inline)) void heads_block(int NH, int h0, float *acc, float *m, float *l,
                                                                const float *q_g, const void *kt, const void *vt,
-                                                               int nk, int D, float scale, int BF) {
+                                                               int nk, int D, float scale, int BF, const char *pk,
+                                                               const char *pv) {
     _Alignas(32) float pj[2][16];
     float corr[2] = {1.f, 1.f};
     const __m256 lane = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7), nkv = _mm256_set1_ps((float)nk);
@@ -301,7 +315,7 @@ static inline __attribute__((always_inline)) void heads_block(int NH, int h0, fl
     for (int i = 0; i < NH; i++) {
         const int h = h0 + i;
         __m256 s0, s1;
-        head_scores(&s0, &s1, q_g + (int64_t)h * D, kt, D, scale, BF);
+        head_scores(&s0, &s1, q_g + (int64_t)h * D, kt, D, scale, BF, i == 0 ? pk : NULL);
         s0 = _mm256_blendv_ps(ninf, s0, ok0);
         s1 = _mm256_blendv_ps(ninf, s1, ok1);
         const float mb = hmax8(_mm256_max_ps(s0, s1));
@@ -320,18 +334,21 @@ static inline __attribute__((always_inline)) void heads_block(int NH, int h0, fl
         m[h] = mn;
     }
     block_pv(NH, acc + (int64_t)h0 * D, acc + (int64_t)(h0 + NH - 1) * D, pj[0], pj[NH - 1], corr[0], corr[NH - 1],
-             vt, nk, D, BF);
+             vt, nk, D, BF, pv);
 }
 #endif
 
 #ifdef PA_SIMD
 // One task: kv heads [g0, g0 + ng) of one token, block_size 16. out_t/q_t point at the token's (nh*D) rows.
 // Blocks run outside and heads inside, so a task reads each block's K and V of its heads as two runs of
-// ng * 8 KiB (K of heads g0.. side by side, then V). Runs of 4 heads and more are long enough for the hardware
-// prefetcher (64 sequences x context 192 on Zen 4: 8-head tasks 73-99 ms per step for all layers, where
-// one-head tasks took 110-126); shorter ones are prefetched into L2 a block ahead, as blocks sit anywhere in
-// the pool (batch 1, one head per task: 2.4 ms against 2.8 without). Query heads go in pairs (one left over
-// when G is odd). Each head's arithmetic is the same for any ng.
+// ng * 8 KiB (K of heads g0.. side by side, then V; 64 sequences x context 192 on Zen 4: 8-head tasks 73-99 ms
+// per step for all layers, where one-head tasks took 110-126). The hardware prefetcher stops at every 4 KiB
+// page, which is one bf16 tile (half an fp32 one), and the next block sits anywhere in the pool; so every line
+// of a head's tiles prefetches the same line of the next head's (or the next block's first head's) tiles,
+// spread over the reads instead of in a burst (`bench_paged_attention` on an Intel Xeon VM, alternated runs:
+// 64 x 192 bf16 80-90 -> 60-64 ms, fp32 119-141 -> 103-115; 64 x 768 bf16 325-337 -> 243-244; batch 1 x 320
+// bf16 1.24 -> 0.9; a distance of 2 or 4 tiles and a whole next block up front were no better or slower).
+// Query heads go in pairs (one left over when G is odd). Each head's arithmetic is the same for any ng.
 static inline __attribute__((always_inline)) void task_simd(float *out_t, const float *q_t, const kv_cache *kc,
                                                              int layer, const int32_t *bt, int n_keys, int g0, int ng,
                                                              int G, int D, float scale, int BF) {
@@ -340,27 +357,26 @@ static inline __attribute__((always_inline)) void task_simd(float *out_t, const 
     for (int h = 0; h < ng * G; h++) { m[h] = -INFINITY; l[h] = 0.f; }
     memset(acc, 0, (size_t)ng * G * D * sizeof(float));
     const int nblk = (n_keys + 15) / 16;
-    const int64_t eb = kc->elem_bytes, run = (int64_t)ng * D * 16 * eb;   // bytes of K (or V) of the task's heads
+    const int64_t eb = kc->elem_bytes, tile = (int64_t)D * 16 * eb;   // bytes of one head's K (or V) tile
     for (int ib = 0; ib < nblk; ib++) {
         const int b = bt[ib];
         const int nk = n_keys - ib * 16 < 16 ? n_keys - ib * 16 : 16;
-        if (ng < 4 && ib + 1 < nblk) {
-            const char *kn = (const char *)kv_cache_k(kc, bt[ib + 1], layer) + (int64_t)g0 * D * 16 * eb;
-            const char *vn = (const char *)kv_cache_v(kc, bt[ib + 1], layer) + (int64_t)g0 * 16 * D * eb;
-            for (int64_t off = 0; off < run; off += 64) {
-                _mm_prefetch(kn + off, _MM_HINT_T1);
-                _mm_prefetch(vn + off, _MM_HINT_T1);
-            }
-        }
         for (int g = g0; g < g0 + ng; g++) {
-            const void *kt = (const char *)kv_cache_k(kc, b, layer) + (int64_t)g * D * 16 * eb;   // (D, 16)
-            const void *vt = (const char *)kv_cache_v(kc, b, layer) + (int64_t)g * 16 * D * eb;   // (16, D)
+            const void *kt = (const char *)kv_cache_k(kc, b, layer) + g * tile;   // (D, 16)
+            const void *vt = (const char *)kv_cache_v(kc, b, layer) + g * tile;   // (16, D)
+            // the tiles read next: head g + 1, or head g0 of the next block (the last block: this one's, harmless)
+            const int gn = g + 1 < g0 + ng ? g + 1 : g0, bn = g + 1 < g0 + ng || ib + 1 == nblk ? b : bt[ib + 1];
+            const char *pk = (const char *)kv_cache_k(kc, bn, layer) + gn * tile;
+            const char *pv = (const char *)kv_cache_v(kc, bn, layer) + gn * tile;
             const float *q_g = q_t + (int64_t)g * G * D;
             const int o = (g - g0) * G;
             float *acc_g = acc + (int64_t)o * D;
             int h = 0;
-            for (; h + 2 <= G; h += 2) heads_block(2, h, acc_g, m + o, l + o, q_g, kt, vt, nk, D, scale, BF);
-            if (h < G) heads_block(1, h, acc_g, m + o, l + o, q_g, kt, vt, nk, D, scale, BF);
+            // the first head (pair) reads the whole tiles; it prefetches
+            for (; h + 2 <= G; h += 2)
+                heads_block(2, h, acc_g, m + o, l + o, q_g, kt, vt, nk, D, scale, BF, h ? NULL : pk, h ? NULL : pv);
+            if (h < G)
+                heads_block(1, h, acc_g, m + o, l + o, q_g, kt, vt, nk, D, scale, BF, h ? NULL : pk, h ? NULL : pv);
         }
     }
     for (int h = 0; h < ng * G; h++) {
