@@ -9,7 +9,9 @@
 // Targets: config.json, model.safetensors (through checkpoint_load), model.safetensors.index.json,
 // the tokenizer files rlc's BPE trainer writes (tokenizer.json, tokenizer_config.json, generation_config.json;
 // each then loaded, rendering a conversation, encoding and decoding), the trainer YAML, prompt datasets (raw GSM8K and verl rows),
-// SFT text and SFT id JSONL, and the AdamW state file.
+// SFT text and SFT id JSONL, the AdamW state file, and the input files of `rlc generate` (prompt, messages
+// and input_ids lines, on a tiny model with the BPE trainer's tokenizer) and `rlc logprob` (id sequences), run
+// as the rlc binary itself ($RLC_BUILD/rlc).
 // RLC_FUZZ_CASES=N sets the cases per target (default 200) and RLC_FUZZ_SEED=S other mutation streams; a
 // failing case's input is kept on disk and its path printed.
 #include <fcntl.h>
@@ -244,6 +246,26 @@ static void read_adamw(void *path) {
     adamw_free(&st);
 }
 
+// The CLIs' own input files, through the binary (exec keeps the alarm): the model directory GEN_DIR holds a
+// tiny checkpoint and the BPE trainer's tokenizer.
+static char GEN_DIR[4200], GEN_OUT[4300];
+static void exec_rlc(const char *cmd, const char *input_flag, const char *path, const char *const *extra) {
+    const char *argv[24] = {"rlc", cmd, "--model", GEN_DIR, input_flag, path, "--out", GEN_OUT};
+    int n = 8;
+    while (*extra && n < 23) argv[n++] = *extra++;
+    argv[n] = NULL;
+    execv(tl_rlc_bin(), (char *const *)argv);
+    rlc_die("cannot run %s", tl_rlc_bin());
+}
+static void read_generate(void *path) {
+    static const char *const extra[] = {"--n", "2", "--max-new-tokens", "3", "--seed", "1", "--temperature", "0.7", NULL};
+    exec_rlc("generate", "--prompts", path, extra);
+}
+static void read_logprob(void *path) {
+    static const char *const extra[] = {NULL};
+    exec_rlc("logprob", "--data", path, extra);
+}
+
 // ---- seeds ----
 
 static void write_file(const char *path, const char *s, size_t n) {
@@ -273,6 +295,18 @@ static const char SFT_IDS_JSONL[] =
     "\n"
     "{\"input_ids\": [40, 41], \"loss_mask\": [0, 1]}\n"
     "{\"input_ids\": [3], \"loss_mask\": [1]}\n";
+
+static const char GEN_JSONL[] =
+    "{\"prompt\": \"Hello world, what is 12 + 30?\"}\n"
+    "{\"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"}, {\"role\": \"user\", \"content\": "
+    "\"Natalia sold 48 clips in April and half as many in May.\"}]}\n"
+    "\n"
+    "{\"input_ids\": [5, 17, 42, 99, 250]}\n";
+
+static const char LOGPROB_JSONL[] =
+    "{\"input_ids\": [5, 17, 42, 99, 250]}\n"
+    "{\"input_ids\": [1, 2]}\n"
+    "{\"input_ids\": [300, 7, 7, 7, 0, 64]}\n";
 
 // ---- driver ----
 
@@ -386,6 +420,8 @@ int main(void) {
     const target T_SFT_TEXT = {"sft_text.jsonl", "", 0, read_sft_text};
     const target T_SFT_IDS = {"sft_ids.jsonl", "", 0, read_sft_ids};
     const target T_ADAM = {"optim.bin", "", 64, read_adamw};
+    const target T_GEN = {"generate.jsonl", "", 0, read_generate};
+    const target T_LOGPROB = {"logprob.jsonl", "", 0, read_logprob};
 
     fuzz_target(&T_CONFIG, cfg_seed, cfg_n, cases, s0 + 1);
     fuzz_target(&T_ST, st_seed, st_n, cases, s0 + 2);
@@ -423,6 +459,29 @@ int main(void) {
     }
     fuzz_target(&T_SFT_IDS, SFT_IDS_JSONL, sizeof SFT_IDS_JSONL - 1, cases, s0 + 7);
     fuzz_target(&T_ADAM, adam_seed, adam_n, cases, s0 + 8);
+
+    // rlc generate and rlc logprob: a tiny model (vocab 320) with the BPE trainer's tokenizer (ids < 300 + specials)
+    if (access(tl_rlc_bin(), X_OK) == 0) {
+        char gen_cfg[4300];
+        snprintf(GEN_DIR, sizeof GEN_DIR, "%s/gen", DIR_);
+        snprintf(GEN_OUT, sizeof GEN_OUT, "%s/gen_out.jsonl", DIR_);
+        snprintf(gen_cfg, sizeof gen_cfg, "%s/gen_config.json", DIR_);
+        char tiny[2048];
+        snprintf(tiny, sizeof tiny, TINY_CFG_JSON, "true");
+        cJSON *gc = cJSON_Parse(tiny);
+        cJSON_ReplaceItemInObject(gc, "vocab_size", cJSON_CreateNumber(320));
+        char *gs = cJSON_Print(gc);
+        write_file(gen_cfg, gs, strlen(gs));
+        free(gs);
+        cJSON_Delete(gc);
+        const int rc = tl_system("'%s' init --config '%s' --out '%s' --seed 3 --dtype f32 --tokenizer '%s' >/dev/null",
+                                 tl_rlc_bin(), gen_cfg, GEN_DIR, td);
+        TL_CHECK(rc == 0, "rlc init of the generate/logprob fuzz model: exit %d", rc);
+        fuzz_target(&T_GEN, GEN_JSONL, sizeof GEN_JSONL - 1, cases, s0 + 10);
+        fuzz_target(&T_LOGPROB, LOGPROB_JSONL, sizeof LOGPROB_JSONL - 1, cases, s0 + 11);
+    } else {
+        tl_skip("fuzz of rlc generate / rlc logprob inputs: %s is not built", tl_rlc_bin());
+    }
 
     free(cfg_seed); free(st_seed); free(idx_seed); free(adam_seed); free(yaml_seed);
     param_layout_free(&ADAM_PL);
