@@ -346,8 +346,8 @@ static inline __attribute__((always_inline)) void heads_block(int NH, int h0, fl
 // page, which is one bf16 tile (half an fp32 one), and the next block sits anywhere in the pool; so every line
 // of a head's tiles prefetches the same line of the next head's (or the next block's first head's) tiles,
 // spread over the reads instead of in a burst (`bench_paged_attention` on an Intel Xeon VM, alternated runs:
-// 64 x 192 bf16 80-90 -> 60-64 ms, fp32 119-141 -> 103-115; 64 x 768 bf16 325-337 -> 243-244; batch 1 x 320
-// bf16 1.24 -> 0.9; a distance of 2 or 4 tiles and a whole next block up front were no better or slower).
+// 64 x 192 bf16 83-85 -> 64 ms, fp32 121-133 -> 113-115; 64 x 768 bf16 346-356 -> 246-291; batch 1 x 320 bf16
+// 1.26-1.43 -> 0.92-0.99; a distance of 2 or 4 tiles, and a whole next block up front, were no better or slower).
 // Query heads go in pairs (one left over when G is odd). Each head's arithmetic is the same for any ng.
 static inline __attribute__((always_inline)) void task_simd(float *out_t, const float *q_t, const kv_cache *kc,
                                                              int layer, const int32_t *bt, int n_keys, int g0, int ng,
