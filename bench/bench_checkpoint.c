@@ -15,8 +15,8 @@ int main(int argc, char **argv) {
     int runs = argc > 2 ? atoi(argv[2]) : 3;
     st_dtype dt = argc > 3 && !strcmp(argv[3], "f32") ? ST_F32 : ST_BF16;
     if (runs < 1 || runs > 20) runs = 3;
-    qwen3_config cfg;
-    qwen3_config_load(&cfg, cfgp);
+    model_config cfg;
+    model_config_load(&cfg, cfgp);
     param_layout pl;
     param_set ps;
     param_layout_init(&pl, &cfg);
@@ -34,7 +34,7 @@ int main(int argc, char **argv) {
         checkpoint_save(dir, &ps, dt);
         double t2 = rlc_now();
         param_set_free(&ps);   // load into a fresh set, as a trainer start would
-        qwen3_config c2;
+        model_config c2;
         param_layout pl2;
         checkpoint_load(dir, &c2, &pl2, &ps);
         double t3 = rlc_now();

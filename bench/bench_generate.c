@@ -26,13 +26,13 @@
 
 #include "backend/backend.h"
 #include "core/common.h"
-#include "model/qwen3.h"
+#include "model/decoder.h"
 #include "rollout/engine.h"
 #include "rollout/paged_attention.h"
 #include "rollout/rowgemm.h"
 #include "bench_util.h"
 
-static void qwen3_06b(qwen3_config *c) {
+static void qwen3_06b(model_config *c) {
     memset(c, 0, sizeof *c);
     c->vocab_size = 151936;
     c->hidden_size = 1024;
@@ -140,7 +140,7 @@ static void mid_probe_hook(void *ctx, int prompt, int sample, int64_t step, cons
     mp->spent_s += rlc_now() - t0;
 }
 
-static run_stats run(qwen3_model *m, int n_prompts, int n, int new_tokens, int bf16, kv_dtype kvdt, int64_t kv_bytes,
+static run_stats run(decoder_model *m, int n_prompts, int n, int new_tokens, int bf16, kv_dtype kvdt, int64_t kv_bytes,
                      int warm, mid_probes *mp) {
     const int P = 64;
     rollout_config rc;
@@ -228,15 +228,15 @@ int main(int argc, char **argv) {
     printf("bench_generate: Qwen3-0.6B shape, random fp32 weights, 64-token prompts, %d new tokens, eos off; threads %d, BLAS %s, rowgemm %s, "
            "paged attention %s; %s\n", new_tokens, be.n_threads, be.blas_core, rowgemm_isa(), paged_attention_isa(),
            warm ? "warm engines (each measured rollout is its engine's second)" : "fresh engines");
-    qwen3_config cfg;
+    model_config cfg;
     qwen3_06b(&cfg);
     param_layout pl;
     param_layout_init(&pl, &cfg);
     param_set ps;
     param_set_init(&ps, &pl);
     random_weights(&ps);
-    qwen3_model m;
-    qwen3_model_init(&m, &pl, &ps, &be);
+    decoder_model m;
+    decoder_model_init(&m, &pl, &ps, &be);
     bw_probe probe;
     bw_probe_init(&probe);
     const double bw = copy_bandwidth(&probe, 9), rbw = read_bandwidth(ps.data, (size_t)pl.numel);
@@ -300,7 +300,7 @@ int main(int argc, char **argv) {
             fflush(stdout);
         }
     bw_probe_free(&probe);
-    qwen3_model_free(&m);
+    decoder_model_free(&m);
     param_set_free(&ps);
     param_layout_free(&pl);
     if (torch) {

@@ -15,7 +15,7 @@
 #include "backend/backend.h"
 #include "core/common.h"
 #include "io/checkpoint.h"
-#include "model/qwen3.h"
+#include "model/decoder.h"
 #include "bench_util.h"
 
 // uniform with standard deviation `std` around `mean`, a pure function of (seed, i)
@@ -51,7 +51,7 @@ static double sgemm_ceiling(ceil_bufs *cb, int n) {
     return 2.0 * M * N * K / bench_median(ts, n) * 1e-9;
 }
 
-static void qwen3_06b(qwen3_config *c) {
+static void qwen3_06b(model_config *c) {
     memset(c, 0, sizeof *c);
     c->vocab_size = 151936; c->hidden_size = 1024; c->intermediate_size = 3072; c->num_hidden_layers = 28;
     c->num_attention_heads = 16; c->num_key_value_heads = 8; c->head_dim = 128; c->max_position_embeddings = 40960;
@@ -89,8 +89,8 @@ int main(int argc, char **argv) {
     if (seqs < 1 || len < 2 || reps < 1 || reps > 50 || torch_reps < 1) rlc_die("bench_logprob: bad sizes or reps");
     backend_ctx be;
     backend_init(&be, threads);
-    qwen3_config cfg;
-    if (rlc_file_exists(config)) qwen3_config_load(&cfg, config);
+    model_config cfg;
+    if (rlc_file_exists(config)) model_config_load(&cfg, config);
     else qwen3_06b(&cfg);
     if (layers > 0) cfg.num_hidden_layers = cfg.max_window_layers = layers;
     snprintf(cfg.torch_dtype, sizeof cfg.torch_dtype, "float32");
@@ -122,23 +122,23 @@ int main(int argc, char **argv) {
     }
     for (int s = 0; s <= seqs; s++) cu[s] = s * len;
     for (int64_t t = 0; t < T; t++) targets[t] = (t + 1) % len ? tokens[t + 1] : -1;
-    qwen3_batch b = {.T = T, .n_seqs = seqs, .tokens = tokens, .cu_seqlens = cu, .pos = pos};
-    qwen3_batch_positions(&b);
+    decoder_batch b = {.T = T, .n_seqs = seqs, .tokens = tokens, .cu_seqlens = cu, .pos = pos};
+    decoder_batch_positions(&b);
 
-    qwen3_model m;
-    qwen3_model_init(&m, &pl, &ps, &be);
+    decoder_model m;
+    decoder_model_init(&m, &pl, &ps, &be);
     float *logp = rlc_malloc((size_t)T * 4), *ent = rlc_malloc((size_t)T * 4);
     double tb[50], th[50], tt[50];
-    qwen3_forward(&m, NULL, &b, NULL);   // warm-up (allocates the scratch)
-    qwen3_logprob(&m, NULL, &b, targets, 1.0f, logp, ent);
+    decoder_forward(&m, NULL, &b, NULL);   // warm-up (allocates the scratch)
+    decoder_logprob(&m, NULL, &b, targets, 1.0f, logp, ent);
     ceil_bufs cb = {0};
     double ceils[50];
     for (int r = 0; r < reps; r++) {
         ceils[r] = sgemm_ceiling(&cb, 15);
         double t0 = rlc_now();
-        qwen3_forward(&m, NULL, &b, NULL);
+        decoder_forward(&m, NULL, &b, NULL);
         double t1 = rlc_now();
-        qwen3_logprob(&m, NULL, &b, targets, 1.0f, logp, ent);
+        decoder_logprob(&m, NULL, &b, targets, 1.0f, logp, ent);
         double t2 = rlc_now();
         tb[r] = t1 - t0; th[r] = t2 - t1; tt[r] = t2 - t0;
     }
@@ -159,8 +159,8 @@ int main(int argc, char **argv) {
     printf("peak RSS %.2f GiB vs target %.2f GiB (1.25 x %.2f GiB fp32 weights + 1 GiB): %s\n", rss / 1073741824.0,
            limit / 1073741824.0, wbytes / 1073741824.0, rss < limit ? "ok" : "OVER");
     for (int mode = 0; mode < 3; mode++)
-        printf("training activations at T=%lld, ckpt %-9s: %.2f GiB\n", (long long)T, qwen3_ckpt_name((ckpt_mode)mode),
-               qwen3_acts_bytes_for(&cfg, T, (ckpt_mode)mode) / 1073741824.0);
+        printf("training activations at T=%lld, ckpt %-9s: %.2f GiB\n", (long long)T, decoder_ckpt_name((ckpt_mode)mode),
+               decoder_acts_bytes_for(&cfg, T, (ckpt_mode)mode) / 1073741824.0);
 
     if (no_torch) { printf("torch: skipped (--no-torch)\n"); }
     else if (system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) { printf("torch: not available, skipped\n"); }
@@ -186,7 +186,7 @@ int main(int argc, char **argv) {
         for (int s = 0; s < seqs; s++) fwrite(ent + cu[s], 4, (size_t)(len - 1), f);
         fclose(f);
         // free our model before torch runs: the two should not share the machine's memory
-        qwen3_model_free(&m);
+        decoder_model_free(&m);
         param_set_free(&ps);
         char cmd[2048], line[512];
         snprintf(cmd, sizeof cmd, "OPENBLAS_CORETYPE=%s /usr/bin/python3 bench/torch_logprob.py %s %s %s %d %d",
@@ -207,7 +207,7 @@ int main(int argc, char **argv) {
         param_layout_free(&pl);
         return 0;
     }
-    qwen3_model_free(&m);
+    decoder_model_free(&m);
     param_set_free(&ps);
     param_layout_free(&pl);
     free(tokens); free(targets); free(pos); free(cu); free(logp); free(ent);

@@ -16,7 +16,7 @@
 #include "backend/backend.h"
 #include "core/common.h"
 #include "core/rng.h"
-#include "model/qwen3.h"
+#include "model/decoder.h"
 #include "trainer/engine.h"
 #include "bench_util.h"
 
@@ -54,7 +54,7 @@ static double ce_loss(void *user, const engine_micro *mb) {
     return -s / mb->global_tokens;
 }
 
-static void run_mode(const qwen3_config *cfg, ckpt_mode mode, int seqs, int len, int micro_seqs, int steps, int warmup,
+static void run_mode(const model_config *cfg, ckpt_mode mode, int seqs, int len, int micro_seqs, int steps, int warmup,
                      int threads, mode_result *res) {
     backend_ctx be;
     backend_init(&be, threads);
@@ -75,8 +75,8 @@ static void run_mode(const qwen3_config *cfg, ckpt_mode mode, int seqs, int len,
     for (int i = 0; i < pl.n_tensors; i++)
         if (pl.tensors[i].ndim == 1)
             for (int64_t j = 0; j < pl.tensors[i].numel; j++) ps.data[pl.tensors[i].offset + j] = 1.0f;
-    qwen3_model m;
-    qwen3_model_init(&m, &pl, &ps, &be);
+    decoder_model m;
+    decoder_model_init(&m, &pl, &ps, &be);
     engine_config ec;
     engine_config_default(&ec);
     ec.lr = 1e-5;
@@ -100,14 +100,14 @@ static void run_mode(const qwen3_config *cfg, ckpt_mode mode, int seqs, int len,
         engine_lr_scheduler_step(&e);
         t[i] = rlc_now() - t0;
         fprintf(stderr, "  [%s] step %d: %.2f s (%.1f tokens/s; forward+backward %.2f s, clip+AdamW %.2f s), loss %.4f, "
-                "grad_norm %.4f, %d micro-batches, peak RSS %.2f GiB\n", qwen3_ckpt_name(mode), i, t[i], (double)T / t[i],
+                "grad_norm %.4f, %d micro-batches, peak RSS %.2f GiB\n", decoder_ckpt_name(mode), i, t[i], (double)T / t[i],
                 st.fb.seconds, st.opt_seconds, st.fb.loss, st.opt.grad_norm, st.fb.n_micro, (double)rlc_peak_rss() / (1 << 30));
     }
     res->first_s = t[0];
     res->step_s = bench_median(t + warmup, steps);
     res->tokens_per_s = (double)T / res->step_s;
     res->gflops = 6.0 * (double)pl.numel * (double)T / res->step_s / 1e9;
-    res->acts_bytes = qwen3_acts_bytes(e.acts);
+    res->acts_bytes = decoder_acts_bytes(e.acts);
     res->state_bytes = 16 * pl.numel;
     res->peak_rss = rlc_peak_rss();
     res->n_micro = st.fb.n_micro;
@@ -115,7 +115,7 @@ static void run_mode(const qwen3_config *cfg, ckpt_mode mode, int seqs, int len,
     res->grad_norm = st.opt.grad_norm;
     free(t); free(tokens); free(targets); free(cu);
     engine_free(&e);
-    qwen3_model_free(&m);
+    decoder_model_free(&m);
     param_set_free(&ps);
     param_layout_free(&pl);
 }
@@ -142,11 +142,11 @@ int main(int argc, char **argv) {
         else rlc_die("bench_train: unknown argument '%s' (see the usage at the top of bench/bench_train.c)", argv[i]);
     }
     if (seqs < 1 || len < 2 || steps < 1 || warmup < 0) rlc_die("bench_train: --seqs >= 1, --len >= 2, --steps >= 1 needed");
-    qwen3_config cfg;
-    qwen3_config_load(&cfg, config);
+    model_config cfg;
+    model_config_load(&cfg, config);
     if (child_mode) {   // internal: one mode, results on one line for the parent
         ckpt_mode mode;
-        if (qwen3_ckpt_parse(child_mode, &mode) != 0) rlc_die("bench_train: unknown mode '%s'", child_mode);
+        if (decoder_ckpt_parse(child_mode, &mode) != 0) rlc_die("bench_train: unknown mode '%s'", child_mode);
         mode_result r;
         memset(&r, 0, sizeof r);
         run_mode(&cfg, mode, seqs, len, child_micro, steps, warmup, threads, &r);
@@ -171,13 +171,13 @@ int main(int argc, char **argv) {
     char *ms = rlc_strdup(modes);
     for (char *tok = strtok(ms, ","); tok; tok = strtok(NULL, ",")) {
         ckpt_mode mode;
-        if (qwen3_ckpt_parse(tok, &mode) != 0) rlc_die("bench_train: unknown mode '%s'", tok);
+        if (decoder_ckpt_parse(tok, &mode) != 0) rlc_die("bench_train: unknown mode '%s'", tok);
         // micro-batch: the whole batch when its activations fit in 3 GiB (16 bytes/param of state + activations
         // must fit next to other work in 24 GiB), else fewer sequences at a time; --micro-seqs-* override
         int micro = mode == CKPT_NONE ? micro_none : micro_full;
         if (micro <= 0) {
             micro = seqs;
-            while (micro > 1 && qwen3_acts_bytes_for(&cfg, (int64_t)micro * len, mode) > ((int64_t)3 << 30)) micro /= 2;
+            while (micro > 1 && decoder_acts_bytes_for(&cfg, (int64_t)micro * len, mode) > ((int64_t)3 << 30)) micro /= 2;
         }
         // Each mode in a fresh process (its own peak RSS; fork after OpenMP would deadlock libgomp).
         char cmd[2048];

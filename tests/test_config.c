@@ -43,8 +43,8 @@ static char *edit(const char *key, const char *repl) { return edit_in(BASE, key,
 
 static const char *g_text, *g_path;
 static void parse_child(void *arg) {
-    qwen3_config c;
-    qwen3_config_parse(&c, g_text, g_path);
+    model_config c;
+    model_config_parse(&c, g_text, g_path);
 }
 static void expect_err(const char *what, const char *text, const char *s1, const char *s2) {
     g_text = text;
@@ -53,65 +53,66 @@ static void expect_err(const char *what, const char *text, const char *s1, const
 }
 
 static void good(void) {
-    qwen3_config c;
-    qwen3_config_parse(&c, BASE, "base");
+    model_config c;
+    model_config_parse(&c, BASE, "base");
     TL_CHECK(c.vocab_size == 151936 && c.hidden_size == 1024 && c.intermediate_size == 3072 && c.num_hidden_layers == 28 &&
                  c.num_attention_heads == 16 && c.num_key_value_heads == 8 && c.head_dim == 128 &&
                  c.max_position_embeddings == 40960 && c.rms_norm_eps == 1e-6f && c.rope_theta == 1e6 && c.tie_word_embeddings == 1 &&
                  c.bos_token_id == 151643 && c.eos_token_id == 151645 && c.n_eos_token_ids == 1 && c.use_sliding_window == 0 &&
                  c.sliding_window == -1 && c.max_window_layers == 28 && c.initializer_range == 0.02f && !strcmp(c.torch_dtype, "bfloat16"),
              "0.6B config fields");
-    qwen3_config e;
-    qwen3_config_load(&e, "examples/qwen3-0.6b-config.json");
+    model_config e;
+    model_config_load(&e, "examples/qwen3-0.6b-config.json");
     TL_CHECK(!memcmp(&c, &e, sizeof c), "examples/qwen3-0.6b-config.json == spec config");
     // a directory argument reads DIR/config.json
     char *p = rlc_path_join(tmp, "config.json");
     FILE *f = fopen(p, "w");
     fputs(BASE, f);
     fclose(f);
-    qwen3_config_load(&e, tmp);
-    TL_CHECK(!memcmp(&c, &e, sizeof c), "qwen3_config_load(DIR)");
+    model_config_load(&e, tmp);
+    TL_CHECK(!memcmp(&c, &e, sizeof c), "model_config_load(DIR)");
     free(p);
     // max_window_layers >= num_hidden_layers: no layer slides, so a small window is still full attention
-    qwen3_config_parse(&e, edit_in(edit_in(edit("use_sliding_window", "\"use_sliding_window\":true"), "sliding_window",
+    model_config_parse(&e, edit_in(edit_in(edit("use_sliding_window", "\"use_sliding_window\":true"), "sliding_window",
                                            "\"sliding_window\":4096"), "max_window_layers", "\"max_window_layers\":28"), "mwl");
     TL_CHECK(e.use_sliding_window && e.sliding_window == 4096, "sliding window on no layer accepted");
 }
 
 static void variants(void) {
-    qwen3_config c;
+    model_config c;
     // rope_parameters (transformers v5), no top-level rope_theta
-    qwen3_config_parse(&c, edit("rope_theta", "\"rope_parameters\":{\"rope_theta\":5000000,\"rope_type\":\"default\"}"), "v5");
+    model_config_parse(&c, edit("rope_theta", "\"rope_parameters\":{\"rope_theta\":5000000,\"rope_type\":\"default\"}"), "v5");
     TL_CHECK(c.rope_theta == 5e6, "rope_parameters.rope_theta: %g", c.rope_theta);
     // eos as a list, null bos
-    qwen3_config_parse(&c, edit("eos_token_id", "\"eos_token_id\":[151645,151643]"), "eos");
+    model_config_parse(&c, edit("eos_token_id", "\"eos_token_id\":[151645,151643]"), "eos");
     TL_CHECK(c.eos_token_id == 151645 && c.n_eos_token_ids == 2 && c.eos_token_ids[1] == 151643, "eos list");
-    qwen3_config_parse(&c, edit("bos_token_id", "\"bos_token_id\":null"), "bos");
+    model_config_parse(&c, edit("bos_token_id", "\"bos_token_id\":null"), "bos");
     TL_CHECK(c.bos_token_id == -1, "null bos");
-    qwen3_config_parse(&c, edit("eos_token_id", ""), "noeos");
+    model_config_parse(&c, edit("eos_token_id", ""), "noeos");
     TL_CHECK(c.eos_token_id == -1 && c.n_eos_token_ids == 0, "absent eos");
     // sliding window on, but the window covers max_position_embeddings: full attention
     const char *t = edit_in(edit("use_sliding_window", "\"use_sliding_window\":true"), "sliding_window", "\"sliding_window\":40960");
-    qwen3_config_parse(&c, t, "swa");
+    model_config_parse(&c, t, "swa");
     TL_CHECK(c.use_sliding_window == 1 && c.sliding_window == 40960, "sliding window >= max positions accepted");
     // transformers v5 writes "dtype"
-    qwen3_config_parse(&c, edit("torch_dtype", "\"dtype\":\"float32\""), "dtype");
+    model_config_parse(&c, edit("torch_dtype", "\"dtype\":\"float32\""), "dtype");
     TL_CHECK(!strcmp(c.torch_dtype, "float32"), "dtype key");
     // optional keys absent take defaults
-    qwen3_config_parse(&c, edit("initializer_range", ""), "noinit");
+    model_config_parse(&c, edit("initializer_range", ""), "noinit");
     TL_CHECK(c.initializer_range == 0.02f, "initializer_range default");
 
     // to_json round trip (list eos, null bos, f32 dtype)
-    qwen3_config a;
-    qwen3_config_parse(&a, edit("eos_token_id", "\"eos_token_id\":[151645,151643]"), "a");
+    model_config a;
+    model_config_parse(&a, edit("eos_token_id", "\"eos_token_id\":[151645,151643]"), "a");
     a.bos_token_id = -1;
     a.rms_norm_eps = 1e-5f;
     a.initializer_range = 0.0173f;
     a.rope_theta = 12345.678;
+    a.rope.theta = a.rope_local.theta = a.rope_theta;
     snprintf(a.torch_dtype, sizeof a.torch_dtype, "float32");
-    char *js = qwen3_config_to_json(&a);
-    qwen3_config b;
-    qwen3_config_parse(&b, js, "roundtrip");
+    char *js = model_config_to_json(&a);
+    model_config b;
+    model_config_parse(&b, js, "roundtrip");
     TL_CHECK(!memcmp(&a, &b, sizeof a), "to_json -> parse round trip");
     TL_CHECK(strstr(js, "\"rms_norm_eps\":\t1e-05") && strstr(js, "\"initializer_range\":\t0.0173") &&
                  strstr(js, "\"architectures\":\t[\"Qwen3ForCausalLM\"]") && strstr(js, "\"model_type\":\t\"qwen3\""),
@@ -167,8 +168,8 @@ static void errors(void) {
 }
 
 static void load_dir_child(void *arg) {
-    qwen3_config c;
-    qwen3_config_load(&c, (const char *)arg);
+    model_config c;
+    model_config_load(&c, (const char *)arg);
 }
 
 int main(void) {
@@ -176,7 +177,7 @@ int main(void) {
     good();
     variants();
     errors();
-    // qwen3_config_load on a directory reads DIR/config.json; a missing file names the path
+    // model_config_load on a directory reads DIR/config.json; a missing file names the path
     char *empty = rlc_path_join(tmp, "empty");
     rlc_mkdirs(empty);
     io_expect_die("missing config.json", load_dir_child, empty, empty, "config.json", "cannot open", (const char *)NULL);

@@ -18,24 +18,24 @@
 #include "dist/dist.h"
 #include "dist/dist_sft.h"
 #include "dist/fsdp.h"
-#include "model/qwen3.h"
+#include "model/decoder.h"
 #include "testlib.h"
 #include "tiny_model.h"
 #include "trainer/sft.h"
 
 typedef struct {
-    qwen3_config cfg;
+    model_config cfg;
     param_layout pl;
     param_set ps;
-    qwen3_model m;
+    decoder_model m;
 } tiny;
 
 static void tiny_init(tiny *t, backend_ctx *be, int tied, uint64_t seed) {
     tiny_params_init(&t->cfg, &t->pl, &t->ps, tied, seed);
-    qwen3_model_init(&t->m, &t->pl, &t->ps, be);
+    decoder_model_init(&t->m, &t->pl, &t->ps, be);
 }
 static void tiny_free(tiny *t) {
-    qwen3_model_free(&t->m);
+    decoder_model_free(&t->m);
     param_set_free(&t->ps);
     param_layout_free(&t->pl);
 }
@@ -130,7 +130,7 @@ static void test_roundtrip(dist_ctx *d, backend_ctx *be) {
 }
 
 // One micro-batch of random sequences (rank- and index-dependent) with random d loss / d logp.
-static void grad_case(qwen3_batch *b, int32_t *tok, int32_t *tgt, int32_t *cu, int32_t *pos, float *dlogp, int V,
+static void grad_case(decoder_batch *b, int32_t *tok, int32_t *tgt, int32_t *cu, int32_t *pos, float *dlogp, int V,
                       uint64_t seed) {
     tl_rng r;
     tl_rng_init(&r, seed);
@@ -144,7 +144,7 @@ static void grad_case(qwen3_batch *b, int32_t *tok, int32_t *tgt, int32_t *cu, i
     }
     memset(b, 0, sizeof *b);
     b->T = T; b->n_seqs = ns; b->tokens = tok; b->cu_seqlens = cu; b->pos = pos;
-    qwen3_batch_positions(b);
+    decoder_batch_positions(b);
 }
 
 static void test_grad_hooks(dist_ctx *d, backend_ctx *be, int tied) {
@@ -154,16 +154,16 @@ static void test_grad_hooks(dist_ctx *d, backend_ctx *be, int tied) {
     const int64_t n = t.pl.numel;
     int32_t tok[64], tgt[64], cu[8], pos[64];
     float dlogp[64], lp[64];
-    qwen3_acts *a = qwen3_acts_new(&t.cfg, 64, CKPT_NONE);
+    decoder_acts *a = decoder_acts_new(&t.cfg, 64, CKPT_NONE);
     // reference: this rank's K micro-batches through the full-layout backward, summed over ranks (in double)
     param_set gfull;
     param_set_init(&gfull, &t.pl);
     for (int k = 0; k < K; k++) {
-        qwen3_batch b;
+        decoder_batch b;
         grad_case(&b, tok, tgt, cu, pos, dlogp, V, 100 + 10 * (uint64_t)d->rank + (uint64_t)k);
-        qwen3_forward(&t.m, a, &b, NULL);
-        qwen3_logprob(&t.m, a, &b, tgt, 1.0f, lp, NULL);
-        qwen3_backward(&t.m, a, &b, tgt, 1.0f, dlogp, NULL, &gfull);
+        decoder_forward(&t.m, a, &b, NULL);
+        decoder_logprob(&t.m, a, &b, tgt, 1.0f, lp, NULL);
+        decoder_backward(&t.m, a, &b, tgt, 1.0f, dlogp, NULL, &gfull);
     }
     double *sum = rlc_malloc((size_t)n * sizeof(double));
     for (int64_t i = 0; i < n; i++) sum[i] = gfull.data[i];
@@ -177,12 +177,12 @@ static void test_grad_hooks(dist_ctx *d, backend_ctx *be, int tied) {
     fsdp_attach(&f, &t.m, 1);
     dist_reset_counters(d);
     for (int k = 0; k < K; k++) {
-        qwen3_batch b;
+        decoder_batch b;
         grad_case(&b, tok, tgt, cu, pos, dlogp, V, 100 + 10 * (uint64_t)d->rank + (uint64_t)k);
         fsdp_begin_pass(&f, k + 1 < K);
-        qwen3_forward(&t.m, a, &b, NULL);
-        qwen3_logprob(&t.m, a, &b, tgt, 1.0f, lp, NULL);
-        qwen3_backward(&t.m, a, &b, tgt, 1.0f, dlogp, NULL, NULL);
+        decoder_forward(&t.m, a, &b, NULL);
+        decoder_logprob(&t.m, a, &b, tgt, 1.0f, lp, NULL);
+        decoder_backward(&t.m, a, &b, tgt, 1.0f, dlogp, NULL, NULL);
         fsdp_end_pass(&f);
     }
     fsdp_detach(&t.m);
@@ -205,7 +205,7 @@ static void test_grad_hooks(dist_ctx *d, backend_ctx *be, int tied) {
     fsdp_free(&f);
     rlc_free(got); rlc_free(want); free(sum);
     param_set_free(&gfull);
-    qwen3_acts_free(a);
+    decoder_acts_free(a);
     tiny_free(&t);
 }
 

@@ -169,8 +169,8 @@ typedef struct {
 } target;
 
 static void read_config(void *path) {
-    qwen3_config c;
-    qwen3_config_load(&c, path);
+    model_config c;
+    model_config_load(&c, path);
 }
 
 // The checkpoint directory holding path.
@@ -178,7 +178,7 @@ static void read_checkpoint(void *path) {
     char dir[4096];
     snprintf(dir, sizeof dir, "%s", (const char *)path);
     *strrchr(dir, '/') = 0;
-    qwen3_config c;
+    model_config c;
     param_layout pl;
     param_set ps;
     checkpoint_load(dir, &c, &pl, &ps);
@@ -367,7 +367,7 @@ int main(void) {
     snprintf(ck, sizeof ck, "%s/ckpt", DIR_);
 
     // the tiny model's checkpoint (untied: lm_head present), and its optimizer state
-    qwen3_config cfg;
+    model_config cfg;
     param_set ps;
     tiny_params_init(&cfg, &ADAM_PL, &ps, 0, 7);
     checkpoint_save(ck, &ps, ST_BF16);

@@ -82,7 +82,7 @@ static float *weights(const char *run, int step, int64_t *n) {
     if (!ok) return NULL;
     snprintf(sub, sizeof sub, "/global_step_%d/actor", step);
     p = fpath(run, sub);
-    qwen3_config cfg;
+    model_config cfg;
     param_layout pl;
     param_set ps;
     checkpoint_load(p, &cfg, &pl, &ps);
@@ -216,7 +216,7 @@ static void test_oracle(int have_torch) {
         // AdamW's first steps are sign-like, so a tiny gradient whose sign fp32 noise flips moves a weight by
         // 2*lr; the bulk of the update must still agree.
         if (ok) {
-            qwen3_config cfg;
+            model_config cfg;
             param_layout pl;
             param_set ps;
             char *md = fpath("m", "");

@@ -1,4 +1,4 @@
-// test_model.c: the Qwen3 transformer (src/model/qwen3.c) against the PyTorch reference (tests/py/qwen3_ref.py,
+// test_model.c: the Qwen3 transformer (src/model/decoder.c) against the PyTorch reference (tests/py/qwen3_ref.py,
 // float64 autograd) at random small configs, plus internal consistency: packed == alone, the inference path
 // == the training path, checkpoint modes none/selective/full give the same gradients, gradients accumulate,
 // the rollout's per-layer pieces compose to the forward, and the `rlc logprob` CLI equals the API.
@@ -9,7 +9,7 @@
 #include "backend/backend.h"
 #include "core/common.h"
 #include "io/checkpoint.h"
-#include "model/qwen3.h"
+#include "model/decoder.h"
 #include "testlib.h"
 
 typedef struct {
@@ -31,7 +31,7 @@ static const tcase CASES[] = {
 };
 #define N_CASES ((int)(sizeof CASES / sizeof CASES[0]))
 
-static void make_config(qwen3_config *c, const tcase *tc) {
+static void make_config(model_config *c, const tcase *tc) {
     memset(c, 0, sizeof *c);
     c->vocab_size = tc->V;
     c->hidden_size = tc->H;
@@ -73,13 +73,13 @@ static void random_params(param_set *ps, tl_rng *r) {
 
 typedef struct {
     const tcase *tc;
-    qwen3_config cfg;
+    model_config cfg;
     param_layout pl;
     param_set ps;
     int64_t T;
     int32_t *tokens, *cu, *pos, *targets;
     float *dlogp, *dent;
-    qwen3_batch b;
+    decoder_batch b;
     char *dir;
 } case_data;
 
@@ -116,7 +116,7 @@ static void case_build(case_data *cd, const tcase *tc, uint64_t seed) {
     cd->b.tokens = cd->tokens;
     cd->b.cu_seqlens = cd->cu;
     cd->b.pos = cd->pos;
-    qwen3_batch_positions(&cd->b);
+    decoder_batch_positions(&cd->b);
 }
 
 static void case_free(case_data *cd) {
@@ -165,19 +165,19 @@ typedef struct {
     param_set g;
 } run_out;
 
-static void run_model(case_data *cd, qwen3_model *m, ckpt_mode mode, int entropy_loss, run_out *o) {
+static void run_model(case_data *cd, decoder_model *m, ckpt_mode mode, int entropy_loss, run_out *o) {
     const int64_t T = cd->T, H = cd->cfg.hidden_size;
     o->hidden = malloc((size_t)(T * H) * 4);
     o->logp = malloc((size_t)T * 4);
     o->ent = malloc((size_t)T * 4);
     o->dhidden = malloc((size_t)(T * H) * 4);
     param_set_init(&o->g, &cd->pl);
-    qwen3_acts *a = qwen3_acts_new(&cd->cfg, T + 3, mode);
-    qwen3_forward(m, a, &cd->b, o->hidden);
-    qwen3_logprob(m, a, &cd->b, cd->targets, cd->tc->temperature, o->logp, o->ent);
-    qwen3_backward(m, a, &cd->b, cd->targets, cd->tc->temperature, cd->dlogp, entropy_loss ? cd->dent : NULL, &o->g);
-    memcpy(o->dhidden, qwen3_acts_dhidden(a), (size_t)(T * H) * 4);
-    qwen3_acts_free(a);
+    decoder_acts *a = decoder_acts_new(&cd->cfg, T + 3, mode);
+    decoder_forward(m, a, &cd->b, o->hidden);
+    decoder_logprob(m, a, &cd->b, cd->targets, cd->tc->temperature, o->logp, o->ent);
+    decoder_backward(m, a, &cd->b, cd->targets, cd->tc->temperature, cd->dlogp, entropy_loss ? cd->dent : NULL, &o->g);
+    memcpy(o->dhidden, decoder_acts_dhidden(a), (size_t)(T * H) * 4);
+    decoder_acts_free(a);
 }
 
 static void run_free(run_out *o) {
@@ -196,7 +196,7 @@ static float *read_f32(const char *path, int64_t n) {
 }
 
 // Compare a case against the torch float64 reference in its out.bin; o_noent: backward without entropy.
-static void compare_ref(case_data *cd, qwen3_model *m, run_out *o, run_out *o_noent) {
+static void compare_ref(case_data *cd, decoder_model *m, run_out *o, run_out *o_noent) {
     const int64_t T = cd->T, H = cd->cfg.hidden_size, V = cd->cfg.vocab_size;
     const char *nm = cd->tc->name;
     int64_t n = T * V + 2 * T + 2 * (T * H + cd->pl.numel);
@@ -207,7 +207,7 @@ static void compare_ref(case_data *cd, qwen3_model *m, run_out *o, run_out *o_no
     if (!ref) return;
     char what[160];
     float *logits = malloc((size_t)(T * V) * 4);
-    qwen3_logits(m, logits, o->hidden, T);
+    decoder_logits(m, logits, o->hidden, T);
     // fp32 forward vs a float64 reference: 1e-4 leaves room for fp32 summation over H, I and the context.
     snprintf(what, sizeof what, "%s logits", nm);
     tl_check_close(what, logits, ref, T * V, 1e-4);
@@ -242,7 +242,7 @@ static float *get_block_copy(void *ctx, int block) {
     g->calls++;
     return param_block(&g->copy, block);
 }
-static void check_block_seam(case_data *cd, qwen3_model *m, run_out *o_none) {
+static void check_block_seam(case_data *cd, decoder_model *m, run_out *o_none) {
     gathered g = {.calls = 0};
     param_set_init(&g.copy, &cd->pl);
     memcpy(g.copy.data, cd->ps.data, (size_t)cd->pl.numel * 4);
@@ -265,7 +265,7 @@ static void check_block_seam(case_data *cd, qwen3_model *m, run_out *o_none) {
 }
 
 // Modes none/selective/full, inference path, packed == alone, accumulation, rollout pieces.
-static void check_internal(case_data *cd, qwen3_model *m, run_out *o_none) {
+static void check_internal(case_data *cd, decoder_model *m, run_out *o_none) {
     const int64_t T = cd->T, H = cd->cfg.hidden_size;
     const char *nm = cd->tc->name;
     char what[160];
@@ -273,16 +273,16 @@ static void check_internal(case_data *cd, qwen3_model *m, run_out *o_none) {
         run_out o;
         run_model(cd, m, (ckpt_mode)mode, 1, &o);
         // recompute runs the same kernels on the same inputs: identical up to (at most) rounding order
-        snprintf(what, sizeof what, "%s %s logp == none", nm, qwen3_ckpt_name((ckpt_mode)mode));
+        snprintf(what, sizeof what, "%s %s logp == none", nm, decoder_ckpt_name((ckpt_mode)mode));
         tl_check_close(what, o.logp, o_none->logp, T, 1e-6);
-        snprintf(what, sizeof what, "%s %s grads == none", nm, qwen3_ckpt_name((ckpt_mode)mode));
+        snprintf(what, sizeof what, "%s %s grads == none", nm, decoder_ckpt_name((ckpt_mode)mode));
         tl_check_close(what, o.g.data, o_none->g.data, cd->pl.numel, 1e-6);
         run_free(&o);
     }
     // inference path (no acts) == training path
     float *logp = malloc((size_t)T * 4), *ent = malloc((size_t)T * 4), *hid = malloc((size_t)(T * H) * 4);
-    qwen3_forward(m, NULL, &cd->b, hid);
-    qwen3_logprob(m, NULL, &cd->b, cd->targets, cd->tc->temperature, logp, ent);
+    decoder_forward(m, NULL, &cd->b, hid);
+    decoder_logprob(m, NULL, &cd->b, cd->targets, cd->tc->temperature, logp, ent);
     snprintf(what, sizeof what, "%s inference hidden == training", nm);
     tl_check_close(what, hid, o_none->hidden, T * H, 1e-6);
     snprintf(what, sizeof what, "%s inference entropy == training", nm);
@@ -292,10 +292,10 @@ static void check_internal(case_data *cd, qwen3_model *m, run_out *o_none) {
     for (int s = 0; s < cd->b.n_seqs; s++) {
         int32_t s0 = cd->cu[s], len = cd->cu[s + 1] - s0;
         int32_t cu1[2] = {0, len};
-        qwen3_batch b1 = {.T = len, .n_seqs = 1, .tokens = cd->tokens + s0, .cu_seqlens = cu1, .pos = malloc((size_t)len * 4)};
-        qwen3_batch_positions(&b1);
-        qwen3_forward(m, NULL, &b1, NULL);
-        qwen3_logprob(m, NULL, &b1, cd->targets + s0, cd->tc->temperature, alone_lp + s0, alone_ent + s0);
+        decoder_batch b1 = {.T = len, .n_seqs = 1, .tokens = cd->tokens + s0, .cu_seqlens = cu1, .pos = malloc((size_t)len * 4)};
+        decoder_batch_positions(&b1);
+        decoder_forward(m, NULL, &b1, NULL);
+        decoder_logprob(m, NULL, &b1, cd->targets + s0, cd->tc->temperature, alone_lp + s0, alone_ent + s0);
         free(b1.pos);
     }
     snprintf(what, sizeof what, "%s packed logp == alone", nm);
@@ -304,18 +304,18 @@ static void check_internal(case_data *cd, qwen3_model *m, run_out *o_none) {
     tl_check_close(what, alone_ent, o_none->ent, T, 1e-5);
     // the rollout's per-layer pieces compose to the forward
     {
-        const qwen3_config *c = &cd->cfg;
+        const model_config *c = &cd->cfg;
         int64_t QD = (int64_t)c->num_attention_heads * c->head_dim, KD = (int64_t)c->num_key_value_heads * c->head_dim;
         float *x = malloc((size_t)(T * H) * 4), *q = malloc((size_t)(T * QD) * 4), *k = malloc((size_t)(T * KD) * 4);
         float *v = malloc((size_t)(T * KD) * 4), *att = malloc((size_t)(T * QD) * 4);
         float *lse = malloc((size_t)(T * c->num_attention_heads) * 4);
-        qwen3_embed(m, x, cd->tokens, T);
+        decoder_embed(m, x, cd->tokens, T);
         for (int l = 0; l < c->num_hidden_layers; l++) {
-            qwen3_layer_qkv(m, l, x, cd->pos, T, q, k, v);
+            decoder_layer_qkv(m, l, x, cd->pos, T, q, k, v);
             attention_forward(att, lse, q, k, v, cd->cu, cd->b.n_seqs, c->num_attention_heads, c->num_key_value_heads, c->head_dim);
-            qwen3_layer_out(m, l, x, att, T);
+            decoder_layer_out(m, l, x, att, T);
         }
-        qwen3_final_norm(m, hid, x, T);
+        decoder_final_norm(m, hid, x, T);
         snprintf(what, sizeof what, "%s layer pieces == forward", nm);
         tl_check_close(what, hid, o_none->hidden, T * H, 1e-6);
         free(x); free(q); free(k); free(v); free(att); free(lse);
@@ -324,16 +324,16 @@ static void check_internal(case_data *cd, qwen3_model *m, run_out *o_none) {
     {
         param_set g2;
         param_set_init(&g2, &cd->pl);
-        qwen3_acts *a = qwen3_acts_new(&cd->cfg, T, CKPT_FULL);
+        decoder_acts *a = decoder_acts_new(&cd->cfg, T, CKPT_FULL);
         for (int rep = 0; rep < 2; rep++) {
-            qwen3_forward(m, a, &cd->b, NULL);
-            qwen3_logprob(m, a, &cd->b, cd->targets, cd->tc->temperature, logp, NULL);
-            qwen3_backward(m, a, &cd->b, cd->targets, cd->tc->temperature, cd->dlogp, cd->dent, &g2);
+            decoder_forward(m, a, &cd->b, NULL);
+            decoder_logprob(m, a, &cd->b, cd->targets, cd->tc->temperature, logp, NULL);
+            decoder_backward(m, a, &cd->b, cd->targets, cd->tc->temperature, cd->dlogp, cd->dent, &g2);
         }
         for (int64_t i = 0; i < cd->pl.numel; i++) g2.data[i] *= 0.5f;
         snprintf(what, sizeof what, "%s backward accumulates (+=)", nm);
         tl_check_close(what, g2.data, o_none->g.data, cd->pl.numel, 1e-6);
-        qwen3_acts_free(a);
+        decoder_acts_free(a);
         param_set_free(&g2);
     }
     free(logp); free(ent); free(hid); free(alone_lp); free(alone_ent);
@@ -342,15 +342,15 @@ static void check_internal(case_data *cd, qwen3_model *m, run_out *o_none) {
 // acts memory per mode: none > selective > full, and the allocation matches the size query.
 static void check_acts_bytes(void) {
     const tcase *tc = &CASES[1];
-    qwen3_config c;
+    model_config c;
     make_config(&c, tc);
     int64_t b[3];
     for (int mode = 0; mode < 3; mode++) {
-        b[mode] = qwen3_acts_bytes_for(&c, 1000, (ckpt_mode)mode);
-        qwen3_acts *a = qwen3_acts_new(&c, 1000, (ckpt_mode)mode);
-        TL_CHECK(qwen3_acts_bytes(a) == b[mode], "acts bytes %s: %lld vs %lld", qwen3_ckpt_name((ckpt_mode)mode),
-                 (long long)qwen3_acts_bytes(a), (long long)b[mode]);
-        qwen3_acts_free(a);
+        b[mode] = decoder_acts_bytes_for(&c, 1000, (ckpt_mode)mode);
+        decoder_acts *a = decoder_acts_new(&c, 1000, (ckpt_mode)mode);
+        TL_CHECK(decoder_acts_bytes(a) == b[mode], "acts bytes %s: %lld vs %lld", decoder_ckpt_name((ckpt_mode)mode),
+                 (long long)decoder_acts_bytes(a), (long long)b[mode]);
+        decoder_acts_free(a);
     }
     TL_CHECK(b[0] > b[1] && b[1] > b[2], "acts bytes none %lld > selective %lld > full %lld", (long long)b[0], (long long)b[1],
              (long long)b[2]);
@@ -462,8 +462,8 @@ int main(void) {
     check_acts_bytes();
     for (int i = 0; i < N_CASES; i++) {
         case_data *cd = &cds[i];
-        qwen3_model m;
-        qwen3_model_init(&m, &cd->pl, &cd->ps, &be);
+        decoder_model m;
+        decoder_model_init(&m, &cd->pl, &cd->ps, &be);
         run_out o;
         run_model(cd, &m, CKPT_NONE, 1, &o);
         if (have_torch) {
@@ -476,7 +476,7 @@ int main(void) {
         if (i == 0) check_cli(cd, &o);
         if (i == 1) check_block_seam(cd, &m, &o);
         run_free(&o);
-        qwen3_model_free(&m);
+        decoder_model_free(&m);
     }
     for (int i = 0; i < N_CASES; i++) case_free(&cds[i]);
     tl_system("rm -rf %s", root);

@@ -18,7 +18,7 @@
 #include "trainer/lr_schedule.h"
 #include "trainer/optim.h"
 
-static void tiny_config(qwen3_config *c) {
+static void tiny_config(model_config *c) {
     memset(c, 0, sizeof *c);
     c->vocab_size = 37; c->hidden_size = 16; c->intermediate_size = 24; c->num_hidden_layers = 2;
     c->num_attention_heads = 2; c->num_key_value_heads = 1; c->head_dim = 8; c->max_position_embeddings = 64;
@@ -124,7 +124,7 @@ static void test_adamw_vs_torch(int have_torch) {
         {1e-5, 0.8, 0.99, 1e-6, 0.0, 0.5, 0.3, LR_WSD_LINEAR, 1, 5, 0.2, 2, -1},    // NaN grad at step 2
         {5e-4, 0.9, 0.999, 1e-8, 0.05, 1.0, 0.01, LR_CONSTANT, 3, 5, 0.0, -1, 1},   // inf grad at step 1, warmup
     };
-    qwen3_config cfg;
+    model_config cfg;
     tiny_config(&cfg);
     param_layout pl;
     param_layout_init(&pl, &cfg);
@@ -354,7 +354,7 @@ static void load_in_child(const load_job *j) {
 }
 
 static void test_state_file(void) {
-    qwen3_config cfg;
+    model_config cfg;
     tiny_config(&cfg);
     param_layout pl;
     param_layout_init(&pl, &cfg);
@@ -400,7 +400,7 @@ static void test_state_file(void) {
     TL_CHECK(child_exit(load_in_child, &job) == 1, "truncated state: one-line error, exit 1");
     free(buf);
     // wrong model size
-    qwen3_config c2 = cfg;
+    model_config c2 = cfg;
     c2.vocab_size = 38;
     param_layout pl2;
     param_layout_init(&pl2, &c2);

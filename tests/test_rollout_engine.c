@@ -2,7 +2,7 @@
 // (uncached) forward and log-prob head:
 // - temperature 0: every generated token is the argmax of a full forward recomputed at that step, and the
 //   KV-cache logits equal the full forward's to 1e-5 relative;
-// - rollout log-probs equal qwen3_logprob's for the same sequences (verl's probs-diff / Pearson printed);
+// - rollout log-probs equal decoder_logprob's for the same sequences (verl's probs-diff / Pearson printed);
 // - the same seed gives bitwise identical samples alone / in a batch of 16 / with 1 or 2 threads / with a KV
 //   budget that forces queueing and preemption / with chunked prefill / with and without prompt sharing;
 // - prompt sharing prefills each prompt once; stop tokens, eos and max length; bf16 drift reported;
@@ -15,22 +15,22 @@
 #include <unistd.h>
 
 #include "core/common.h"
-#include "model/qwen3.h"
+#include "model/decoder.h"
 #include "rollout/engine.h"
 #include "io_testutil.h"
 #include "testlib.h"
 
 typedef struct {
-    qwen3_config cfg;
+    model_config cfg;
     param_layout pl;
     param_set ps;
-    qwen3_model m;
+    decoder_model m;
 } tiny_model;
 
 static void tiny_init(tiny_model *t, backend_ctx *be, int V, int H, int I, int L, int nh, int nkv, int D, int tied, int max_pos,
                       uint64_t seed) {
     memset(t, 0, sizeof *t);
-    qwen3_config *c = &t->cfg;
+    model_config *c = &t->cfg;
     c->vocab_size = V;
     c->hidden_size = H;
     c->intermediate_size = I;
@@ -59,11 +59,11 @@ static void tiny_init(tiny_model *t, backend_ctx *be, int V, int H, int I, int L
         else if (strstr(pt->name, "embed_tokens")) tl_fill_normal(&r, p, pt->numel, 2.0f / sqrtf((float)pt->shape[1]));
         else tl_fill_normal(&r, p, pt->numel, (strstr(pt->name, "lm_head") ? 2.0f : 0.7f) / sqrtf((float)pt->shape[1]));
     }
-    qwen3_model_init(&t->m, &t->pl, &t->ps, be);
+    decoder_model_init(&t->m, &t->pl, &t->ps, be);
 }
 
 static void tiny_free(tiny_model *t) {
-    qwen3_model_free(&t->m);
+    decoder_model_free(&t->m);
     param_set_free(&t->ps);
     param_layout_free(&t->pl);
 }
@@ -84,14 +84,14 @@ static int32_t **make_prompts(rollout_prompt *pr, int n, const int *lens, int V,
 }
 
 // Full uncached forward of toks (T): logits (V) of the last position.
-static void full_last_logits(qwen3_model *m, const int32_t *toks, int64_t T, float *logits) {
+static void full_last_logits(decoder_model *m, const int32_t *toks, int64_t T, float *logits) {
     int32_t cu[2] = {0, (int32_t)T};
     int32_t *pos = malloc((size_t)T * 4);
-    qwen3_batch b = {T, 1, toks, cu, pos, 0};
-    qwen3_batch_positions(&b);
+    decoder_batch b = {T, 1, toks, cu, pos, 0};
+    decoder_batch_positions(&b);
     float *hid = malloc((size_t)(T * m->cfg->hidden_size) * 4);
-    qwen3_forward(m, NULL, &b, hid);
-    qwen3_logits(m, logits, hid + (T - 1) * m->cfg->hidden_size, 1);
+    decoder_forward(m, NULL, &b, hid);
+    decoder_logits(m, logits, hid + (T - 1) * m->cfg->hidden_size, 1);
     free(hid);
     free(pos);
 }
@@ -113,7 +113,7 @@ static int64_t argmax_f(const float *x, int64_t n) {
 }
 
 static void test_greedy_and_logits(tiny_model *t, const char *name) {
-    qwen3_model *m = &t->m;
+    decoder_model *m = &t->m;
     const int64_t V = t->cfg.vocab_size;
     const int lens[] = {5, 17, 33};
     const int NP = 3, MAXN = 20;
@@ -159,9 +159,9 @@ static void test_greedy_and_logits(tiny_model *t, const char *name) {
     free(ids);
 }
 
-// Rollout log-probs vs qwen3_logprob on prompt + response, at the sampling temperature.
+// Rollout log-probs vs decoder_logprob on prompt + response, at the sampling temperature.
 static void test_logprobs(tiny_model *t, const char *name, float temp, int top_k, float top_p) {
-    qwen3_model *m = &t->m;
+    decoder_model *m = &t->m;
     const int V = t->cfg.vocab_size;
     const int lens[] = {9, 30, 4, 21};
     const int NP = 4, N = 3, MAXN = 24;
@@ -190,11 +190,11 @@ static void test_logprobs(tiny_model *t, const char *name, float temp, int top_k
         memcpy(toks + P, s->ids, (size_t)s->len * 4);
         for (int64_t j = 0; j < T; j++) tg[j] = j >= P - 1 && j + 1 < T ? toks[j + 1] : -1;
         int32_t cu[2] = {0, (int32_t)T};
-        qwen3_batch b = {T, 1, toks, cu, pos, 0};
-        qwen3_batch_positions(&b);
+        decoder_batch b = {T, 1, toks, cu, pos, 0};
+        decoder_batch_positions(&b);
         float *lp = malloc((size_t)T * 4);
-        qwen3_forward(m, NULL, &b, NULL);
-        qwen3_logprob(m, NULL, &b, tg, temp > 0 ? temp : 1.f, lp, NULL);
+        decoder_forward(m, NULL, &b, NULL);
+        decoder_logprob(m, NULL, &b, tg, temp > 0 ? temp : 1.f, lp, NULL);
         for (int64_t k = 0; k < s->len; k++) {
             la[ntok] = lp[P - 1 + k];
             lr[ntok] = s->logprobs[k];
@@ -210,8 +210,8 @@ static void test_logprobs(tiny_model *t, const char *name, float temp, int top_k
            "std %.3g, rollout_actor_probs_pearson_corr %.9f\n",
            name, (double)temp, top_k, (double)top_p, (long long)ntok, max_abs, pd.diff_max, pd.diff_mean, pd.diff_std, pd.pearson);
     // log-probs of the same hidden states through two fp32 paths: 1e-5 absolute (and relative to max |logp|)
-    TL_CHECK(ntok > 0 && max_abs <= 1e-5, "%s: rollout log-probs == qwen3_logprob to 1e-5 (max %.3g)", name, max_abs);
-    tl_check_close("rollout logprobs vs qwen3_logprob", lr, la, ntok, 1e-5);
+    TL_CHECK(ntok > 0 && max_abs <= 1e-5, "%s: rollout log-probs == decoder_logprob to 1e-5 (max %.3g)", name, max_abs);
+    tl_check_close("rollout logprobs vs decoder_logprob", lr, la, ntok, 1e-5);
     TL_CHECK(pd.pearson > 0.999999, "%s: Pearson %.9f", name, pd.pearson);
     rollout_result_free(&res);
     rollout_engine_free(e);
@@ -228,7 +228,7 @@ static int same_sample(const rollout_sample *a, const rollout_sample *b) {
 static void test_determinism(tiny_model *t, backend_ctx *be, const char *model_name, kv_dtype dt) {
     char name[96];
     snprintf(name, sizeof name, "%s, %s KV", model_name, kv_dtype_name(dt));
-    qwen3_model *m = &t->m;
+    decoder_model *m = &t->m;
     const int V = t->cfg.vocab_size;
     const int NP = 16, N = 2, MAXN = 30;
     int lens[16];
@@ -323,7 +323,7 @@ static void test_determinism(tiny_model *t, backend_ctx *be, const char *model_n
 }
 
 static void test_eos_and_max_pos(tiny_model *t, const char *name) {
-    qwen3_model *m = &t->m;
+    decoder_model *m = &t->m;
     const int V = t->cfg.vocab_size;
     // greedy run, then make its 4th token an eos id: generation must stop there with finish=stop
     const int lens[] = {6};
@@ -337,8 +337,8 @@ static void test_eos_and_max_pos(tiny_model *t, const char *name) {
     rollout_engine *e = rollout_engine_new(m, &rc);
     rollout_result r0, r1;
     rollout_generate(e, pr, 1, &r0);
-    qwen3_config *mc = (qwen3_config *)m->cfg;   // the model's config (the layout's copy)
-    qwen3_config saved = *mc;
+    model_config *mc = (model_config *)m->cfg;   // the model's config (the layout's copy)
+    model_config saved = *mc;
     int32_t eos = r0.samples[0].ids[3];
     int first = 0;
     while (r0.samples[0].ids[first] != eos) first++;

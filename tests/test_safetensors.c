@@ -399,7 +399,7 @@ static int params_equal(const param_set *a, const param_set *b, int bf16) {
 
 static const char *g_dir;
 static void load_child(void *arg) {
-    qwen3_config c;
+    model_config c;
     param_layout pl;
     param_set ps;
     checkpoint_load((const char *)arg, &c, &pl, &ps);
@@ -478,8 +478,8 @@ static void write_shards(const char *dir, const param_set *ps, const char *bad_m
 static void test_checkpoint(void) {
     for (int tie = 0; tie <= 1; tie++) {
         char *dir = tiny_config(tie ? "ck_tied" : "ck_untied", tie);
-        qwen3_config cfg;
-        qwen3_config_load(&cfg, dir);
+        model_config cfg;
+        model_config_load(&cfg, dir);
         param_layout pl;
         param_set ps;
         param_layout_init(&pl, &cfg);
@@ -490,7 +490,7 @@ static void test_checkpoint(void) {
             snprintf(name, sizeof name, "out_%d_%d", tie, bf);
             char *out = tpath(name);
             checkpoint_save(out, &ps, bf ? ST_BF16 : ST_F32);
-            qwen3_config c2;
+            model_config c2;
             param_layout pl2;
             param_set ps2;
             checkpoint_load(out, &c2, &pl2, &ps2);
@@ -525,7 +525,7 @@ static void test_checkpoint(void) {
         write_text(cp, ctext);
         write_shards(sh, &ps, NULL, NULL);
         {
-            qwen3_config c2;
+            model_config c2;
             param_layout pl2;
             param_set ps2;
             checkpoint_load(sh, &c2, &pl2, &ps2);
@@ -569,7 +569,7 @@ static void test_checkpoint(void) {
         if (tie) {
             // a tied checkpoint that stores lm_head.weight (as Qwen3-0.6B does) loads; the copy is ignored
             write_edited(dir, &ps, (edit_spec){.add = "lm_head.weight"});
-            qwen3_config c2;
+            model_config c2;
             param_layout pl2;
             param_set ps2;
             checkpoint_load(dir, &c2, &pl2, &ps2);
@@ -655,7 +655,7 @@ static void test_ckpt_interop(int written) {
         snprintf(name, sizeof name, "pyck%zu", i);
         char *dir = tpath(name);
         char *ref = rlc_path_join(dir, "ref.safetensors.ref");
-        qwen3_config c;
+        model_config c;
         param_layout pl;
         param_set ps;
         checkpoint_load(dir, &c, &pl, &ps);
@@ -739,7 +739,7 @@ static void test_init_cli(void) {
         TL_CHECK(files_equal(m1, m2), "same seed, 1 vs 2 threads: identical files");
         TL_CHECK(!files_equal(m1, m3), "different seed: different weights");
         // the f32 file rounds (RNE) to the bf16 one
-        qwen3_config c;
+        model_config c;
         param_layout p1, p4;
         param_set s1, s4;
         checkpoint_load(d1, &c, &p1, &s1);

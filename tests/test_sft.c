@@ -16,27 +16,27 @@
 #include "backend/backend.h"
 #include "core/common.h"
 #include "io/checkpoint.h"
-#include "model/qwen3.h"
+#include "model/decoder.h"
 #include "testlib.h"
 #include "tiny_model.h"
 #include "trainer/engine.h"
 #include "trainer/sft.h"
 
 typedef struct {
-    qwen3_config cfg;
+    model_config cfg;
     param_layout pl;
     param_set ps;
     backend_ctx be;
-    qwen3_model m;
+    decoder_model m;
 } tiny_model;
 
 static void tiny_init(tiny_model *t, int tied, uint64_t seed) {
     tiny_params_init(&t->cfg, &t->pl, &t->ps, tied, seed);
     backend_init(&t->be, 2);
-    qwen3_model_init(&t->m, &t->pl, &t->ps, &t->be);
+    decoder_model_init(&t->m, &t->pl, &t->ps, &t->be);
 }
 static void tiny_free(tiny_model *t) {
-    qwen3_model_free(&t->m);
+    decoder_model_free(&t->m);
     param_set_free(&t->ps);
     param_layout_free(&t->pl);
 }
@@ -136,7 +136,7 @@ static void test_microbatch_invariance(void) {
                 loss0 = st.fb.loss;
                 norm0 = st.opt.grad_norm;
                 // inference pass = the training forward's log-probs (same kernels, no saved state)
-                qwen3_model im;
+                decoder_model im;
                 tiny_model fresh;
                 tiny_init(&fresh, 1, 7);
                 (void)im;
@@ -429,7 +429,7 @@ static void test_cli(void) {
     TL_CHECK(strstr(log, "step 3/3") && strstr(log, "grad_norm") && strstr(log, "tokens/s"), "per-step log lines");
     free(log);
     free(lp);
-    qwen3_config c2;
+    model_config c2;
     param_layout pl2;
     param_set ps2;
     checkpoint_load(out, &c2, &pl2, &ps2);

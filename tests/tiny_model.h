@@ -15,10 +15,10 @@ static const char *TINY_CFG_JSON =
     " \"sliding_window\": null, \"max_window_layers\": 2, \"initializer_range\": 0.02, \"torch_dtype\": \"float32\"}";
 
 // Parse the config (tied or untied head), lay out and allocate the parameters, and fill them from seed.
-static inline void tiny_params_init(qwen3_config *cfg, param_layout *pl, param_set *ps, int tied, uint64_t seed) {
+static inline void tiny_params_init(model_config *cfg, param_layout *pl, param_set *ps, int tied, uint64_t seed) {
     char js[2048];
     snprintf(js, sizeof js, TINY_CFG_JSON, tied ? "true" : "false");
-    qwen3_config_parse(cfg, js, "<test config>");
+    model_config_parse(cfg, js, "<test config>");
     param_layout_init(pl, cfg);
     param_set_init(ps, pl);
     tl_rng r;

@@ -22,7 +22,7 @@
 #include "core/strbuf.h"
 #include "data/jsonl.h"
 #include "io/checkpoint.h"
-#include "model/qwen3.h"
+#include "model/decoder.h"
 #include "rollout/engine.h"
 #include "tokenizer/tokenizer.h"
 
@@ -39,7 +39,7 @@ typedef struct {
 } prompt_set;
 
 static void read_prompts(prompt_set *ps, const char *path, rlc_tokenizer *tok, const char *tok_dir, int enable_thinking,
-                         const qwen3_config *cfg) {
+                         const model_config *cfg) {
     memset(ps, 0, sizeof *ps);
     int cap = 0;
     rlc_strbuf sb = {0}, err = {0};
@@ -150,8 +150,8 @@ int cmd_generate(int argc, char **argv) {
 
     backend_ctx be;
     backend_init(&be, threads);
-    qwen3_config cfg;
-    qwen3_config_load(&cfg, model_dir);
+    model_config cfg;
+    model_config_load(&cfg, model_dir);
     // tokenizer: --tokenizer, else the model directory if it has tokenizer.json
     const char *tok_dir = tok_opt ? tok_opt : model_dir;
     char *tj = rlc_path_join(tok_dir, "tokenizer.json");
@@ -178,8 +178,8 @@ int cmd_generate(int argc, char **argv) {
     double t0 = rlc_now();
     checkpoint_load(model_dir, &cfg, &pl, &pset);
     const double t_load = rlc_now() - t0;
-    qwen3_model m;
-    qwen3_model_init(&m, &pl, &pset, &be);
+    decoder_model m;
+    decoder_model_init(&m, &pl, &pset, &be);
     rollout_engine *e = rollout_engine_new(&m, &rc);
     rollout_prompt *pr = rlc_calloc((size_t)ps.n, sizeof *pr);
     for (int i = 0; i < ps.n; i++) pr[i] = (rollout_prompt){ps.ids[i], ps.len[i], (uint64_t)i};
@@ -230,7 +230,7 @@ int cmd_generate(int argc, char **argv) {
     free(ps.ids);
     free(ps.len);
     if (tok) rlc_tok_free(tok);
-    qwen3_model_free(&m);
+    decoder_model_free(&m);
     param_set_free(&pset);
     param_layout_free(&pl);
     cli_args_free(&a);

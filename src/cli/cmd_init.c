@@ -55,8 +55,8 @@ int cmd_init(int argc, char **argv) {
     cli_check_unknown(&a, USAGE);
     if (n_threads <= 0) n_threads = omp_get_max_threads();
 
-    qwen3_config cfg;
-    qwen3_config_load(&cfg, config);
+    model_config cfg;
+    model_config_load(&cfg, config);
     st_dtype dtype;
     if (!dtype_s) dtype = strcmp(cfg.torch_dtype, "float32") == 0 ? ST_F32 : ST_BF16;
     else if (!strcmp(dtype_s, "bf16") || !strcmp(dtype_s, "bfloat16")) dtype = ST_BF16;

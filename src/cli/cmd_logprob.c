@@ -17,7 +17,7 @@
 #include "core/common.h"
 #include "data/jsonl.h"
 #include "io/checkpoint.h"
-#include "model/qwen3.h"
+#include "model/decoder.h"
 
 static const char *USAGE =
     "rlc logprob --model DIR --data IN.jsonl --out OUT.jsonl [--temperature T] [--max-batch-tokens N] [--threads N]";
@@ -30,7 +30,7 @@ typedef struct {
 } seq_set;
 
 // Parse and validate every line of `path` against the model's vocab and max_position_embeddings.
-static void read_sequences(seq_set *ss, const char *path, const qwen3_config *cfg) {
+static void read_sequences(seq_set *ss, const char *path, const model_config *cfg) {
     memset(ss, 0, sizeof *ss);
     int64_t cap_n = 64;
     ss->start = rlc_malloc((size_t)(cap_n + 1) * sizeof(int64_t));
@@ -86,8 +86,8 @@ int cmd_logprob(int argc, char **argv) {
 
     backend_ctx be;
     backend_init(&be, threads);
-    qwen3_config cfg;
-    qwen3_config_load(&cfg, model_dir);
+    model_config cfg;
+    model_config_load(&cfg, model_dir);
     seq_set ss;
     read_sequences(&ss, data, &cfg);   // validate the whole input before loading weights
     param_layout pl;
@@ -95,8 +95,8 @@ int cmd_logprob(int argc, char **argv) {
     double t0 = rlc_now();
     checkpoint_load(model_dir, &cfg, &pl, &ps);
     double t_load = rlc_now() - t0;
-    qwen3_model m;
-    qwen3_model_init(&m, &pl, &ps, &be);
+    decoder_model m;
+    decoder_model_init(&m, &pl, &ps, &be);
 
     int64_t max_len = 0;
     for (int i = 0; i < ss.n; i++)
@@ -118,13 +118,13 @@ int cmd_logprob(int argc, char **argv) {
         int s1 = s0 + 1;
         while (s1 < ss.n && ss.start[s1 + 1] - ss.start[s0] <= budget) s1++;
         int64_t base = ss.start[s0];
-        qwen3_batch b = {.T = ss.start[s1] - base, .n_seqs = s1 - s0, .tokens = ss.tokens + base, .cu_seqlens = cu, .pos = pos};
+        decoder_batch b = {.T = ss.start[s1] - base, .n_seqs = s1 - s0, .tokens = ss.tokens + base, .cu_seqlens = cu, .pos = pos};
         for (int s = s0; s <= s1; s++) cu[s - s0] = (int32_t)(ss.start[s] - base);
         for (int s = s0; s < s1; s++)
             for (int64_t t = ss.start[s]; t < ss.start[s + 1]; t++) targets[t - base] = t + 1 < ss.start[s + 1] ? ss.tokens[t + 1] : -1;
-        qwen3_batch_positions(&b);
-        qwen3_forward(&m, NULL, &b, NULL);
-        qwen3_logprob(&m, NULL, &b, targets, temperature, logp, ent);
+        decoder_batch_positions(&b);
+        decoder_forward(&m, NULL, &b, NULL);
+        decoder_logprob(&m, NULL, &b, targets, temperature, logp, ent);
         for (int s = s0; s < s1; s++) {
             int64_t o = ss.start[s] - base, n = ss.start[s + 1] - ss.start[s];
             put_floats(&w, "logprobs", logp + o, n - 1, 1);
@@ -141,7 +141,7 @@ int cmd_logprob(int argc, char **argv) {
 
     free(cu); free(pos); free(targets); free(logp); free(ent);
     free(ss.tokens); free(ss.start);
-    qwen3_model_free(&m);
+    decoder_model_free(&m);
     param_set_free(&ps);
     param_layout_free(&pl);
     cli_args_free(&args);

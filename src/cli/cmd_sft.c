@@ -9,7 +9,7 @@
 #include "cli/cli.h"
 #include "core/common.h"
 #include "io/checkpoint.h"
-#include "model/qwen3.h"
+#include "model/decoder.h"
 #include "data/dataset.h"
 #include "tokenizer/tokenizer.h"
 #include "trainer/sft.h"
@@ -17,7 +17,7 @@
 
 // Text lines ({"prompt", "response"} or {"messages"}) are tokenized with the model's tokenizer and
 // chat template (data/dataset.h: the loss covers the response); id lines load as they are.
-static void load_sft_data(sft_dataset *d, const char *path, const char *model_dir, const qwen3_config *cfg) {
+static void load_sft_data(sft_dataset *d, const char *path, const char *model_dir, const model_config *cfg) {
     FILE *f = fopen(path, "r");
     if (!f) rlc_die("%s: cannot open", path);
     char head[4096];
@@ -89,7 +89,7 @@ int cmd_sft(int argc, char **argv) {
     if (cli_flag(&a, "no-shuffle")) c.shuffle = 0;
     int threads = (int)cli_int(&a, "threads", 0, 0, 4096);
     const char *ck = cli_opt(&a, "activation-checkpoint");
-    if (ck && qwen3_ckpt_parse(ck, &c.ckpt) != 0)
+    if (ck && decoder_ckpt_parse(ck, &c.ckpt) != 0)
         rlc_die("sft: --activation-checkpoint must be none, selective or full, got '%s'", ck);
     const char *dt = cli_opt(&a, "save-dtype");
     st_dtype save_dtype = ST_F32;
@@ -111,18 +111,18 @@ int cmd_sft(int argc, char **argv) {
     backend_ctx be;
     backend_init(&be, threads);
     double t0 = rlc_now();
-    qwen3_config cfg;
+    model_config cfg;
     param_layout pl;
     param_set ps;
     checkpoint_load(model_dir, &cfg, &pl, &ps);
-    qwen3_model m;
-    qwen3_model_init(&m, &pl, &ps, &be);
+    decoder_model m;
+    decoder_model_init(&m, &pl, &ps, &be);
     sft_dataset d;
     sft_dataset_init(&d);
     load_sft_data(&d, data, model_dir, &cfg);
     printf("rlc sft: %s: %d sequences, %lld tokens, %lld targets; model %s (%lld params); threads %d, BLAS %s, "
            "checkpointing %s\n", data, d.n, (long long)d.T, (long long)d.n_targets, model_dir, (long long)pl.numel,
-           be.n_threads, be.blas_core, qwen3_ckpt_name(c.ckpt));
+           be.n_threads, be.blas_core, decoder_ckpt_name(c.ckpt));
     printf("rlc sft: weight_decay %g, clip_grad %g, micro-batches of %s %lld, load %.2f s\n",
            c.adam.weight_decay, c.clip_grad, c.micro_batch_seqs > 0 ? "seqs" : "tokens",
            (long long)(c.micro_batch_seqs > 0 ? c.micro_batch_seqs : c.micro_batch_tokens), rlc_now() - t0);
@@ -166,7 +166,7 @@ int cmd_sft(int argc, char **argv) {
     if (!use_dist) engine_free(&e);
     free(opt_path);
     sft_dataset_free(&d);
-    qwen3_model_free(&m);
+    decoder_model_free(&m);
     param_set_free(&ps);
     param_layout_free(&pl);
     cli_args_free(&a);

@@ -9,7 +9,7 @@
 #include "core/common.h"
 #include "trainer/balance.h"
 
-void dist_sft_train(dist_ctx *d, qwen3_model *m, const sft_dataset *ds, const sft_config *c, const dist_sft_opts *o,
+void dist_sft_train(dist_ctx *d, decoder_model *m, const sft_dataset *ds, const sft_config *c, const dist_sft_opts *o,
                     sft_summary *out, dist_sft_report *rep) {
     const int W = d->world, R = d->rank;
     const int root = R == 0;

@@ -32,5 +32,5 @@ typedef struct {
 // Train on every rank of d. m->params (full, the same on every rank) is the starting point; it is freed
 // during training (state lives in the shards) and, on rank 0 only, holds the final weights on return
 // (other ranks: m->params->data == NULL). c->log is used on rank 0 only.
-void dist_sft_train(dist_ctx *d, qwen3_model *m, const sft_dataset *ds, const sft_config *c, const dist_sft_opts *o,
+void dist_sft_train(dist_ctx *d, decoder_model *m, const sft_dataset *ds, const sft_config *c, const dist_sft_opts *o,
                     sft_summary *out, dist_sft_report *rep);

@@ -261,7 +261,7 @@ void fsdp_grad_flush(fsdp_state *f) {
     }
 }
 
-void fsdp_attach(fsdp_state *f, qwen3_model *m, int grads) {
+void fsdp_attach(fsdp_state *f, decoder_model *m, int grads) {
     m->get_block = fsdp_get_block;
     m->get_block_ctx = f;
     CHECK(!grads || !f->frozen, "fsdp: gradient hooks on a frozen state");
@@ -270,7 +270,7 @@ void fsdp_attach(fsdp_state *f, qwen3_model *m, int grads) {
     m->grad_ctx = grads ? f : NULL;
 }
 
-void fsdp_detach(qwen3_model *m) {
+void fsdp_detach(decoder_model *m) {
     m->get_block = NULL;
     m->get_block_ctx = NULL;
     m->get_grad_block = NULL;

@@ -5,12 +5,12 @@
 // concatenation of its pieces (shard_numel = sum_b s_b ~ numel / W) for the params, the gradient and
 // AdamW's m and v. Pad elements are 0 in all four and stay 0 under AdamW.
 //
-// Forward/backward: the model's get_block hook (qwen3_model.get_block) all-gathers a block into one of two
+// Forward/backward: the model's get_block hook (decoder_model.get_block) all-gathers a block into one of two
 // gather slots (each W * max_b s_b floats) right before use; the block the model will ask for next is
 // started (MPI_Iallgather) into the other slot while this one computes. The next block is predicted from
 // the order of requests seen in the previous pass (fsdp_begin_pass / fsdp_end_pass bracket one
 // forward+backward of a micro-batch), which is identical on every rank, so the collectives always match.
-// The model only uses the pointer of its latest request, which the scheme relies on (qwen3.c).
+// The model only uses the pointer of its latest request, which the scheme relies on (decoder.c).
 //
 // Gradients: the model backward asks for each block's gradient buffer through its get_grad_block hook
 // (fsdp_grad_block) and says when it is complete (fsdp_grad_done); the block is then reduce-scattered
@@ -29,7 +29,7 @@
 
 #include "dist/dist.h"
 #include "model/params.h"
-#include "model/qwen3.h"
+#include "model/decoder.h"
 #include "trainer/optim.h"
 
 typedef struct {
@@ -79,7 +79,7 @@ void fsdp_free(fsdp_state *f);
 // Make frozen state f use `from`'s gather slots (same layout and ctx), freeing its own if any: the two states must
 // then never be in use at once, and each is left invalidated (fsdp_invalidate) after its passes.
 void fsdp_share_slots(fsdp_state *f, const fsdp_state *from);
-// The qwen3_model get_block hook (ctx = fsdp_state *).
+// The decoder_model get_block hook (ctx = fsdp_state *).
 float *fsdp_get_block(void *ctx, int block);
 // another_follows: a pass with the same weights follows this one (the next micro-batch), so this pass's last
 // request prefetches the next pass's first block (all ranks must pass the same value).
@@ -87,7 +87,7 @@ void fsdp_begin_pass(fsdp_state *f, int another_follows);
 void fsdp_end_pass(fsdp_state *f);
 // Complete any prefetch and forget the gathered blocks (after the parameters change).
 void fsdp_invalidate(fsdp_state *f);
-// The qwen3_model get_grad_block / grad_block_done hooks (ctx = fsdp_state *, not frozen): block b's gradient
+// The decoder_model get_grad_block / grad_block_done hooks (ctx = fsdp_state *, not frozen): block b's gradient
 // is accumulated in a staging buffer; when done it is reduce-scattered (nonblocking) and added into f->g. With
 // one rank the buffer is the shard itself.
 float *fsdp_grad_block(void *ctx, int block);
@@ -95,8 +95,8 @@ void fsdp_grad_done(void *ctx, int block);
 // Complete the gradient reduce-scatters in flight (fsdp_optimizer_step does).
 void fsdp_grad_flush(fsdp_state *f);
 // Point the model's weight hook (and, with grads = 1, its gradient hooks) at f; fsdp_detach undoes it.
-void fsdp_attach(fsdp_state *f, qwen3_model *m, int grads);
-void fsdp_detach(qwen3_model *m);
+void fsdp_attach(fsdp_state *f, decoder_model *m, int grads);
+void fsdp_detach(decoder_model *m);
 // Flush the gradient, global-norm clip of the grad shard (all-reduced sum of squares), then AdamW on the shard at
 // lr (skipped when the norm is not finite); the grad shard is zeroed for the next accumulation. Invalidates the
 // gathered blocks.

@@ -51,8 +51,8 @@ void checkpoint_load_weights(const char *dir, param_set *ps) {
     st_dir_close(&d);
 }
 
-void checkpoint_load(const char *dir, qwen3_config *cfg, param_layout *pl, param_set *ps) {
-    qwen3_config_load(cfg, dir);
+void checkpoint_load(const char *dir, model_config *cfg, param_layout *pl, param_set *ps) {
+    model_config_load(cfg, dir);
     param_layout_init(pl, cfg);
     // every element is written by the load (or it dies), so skip param_set_init's zeroing pass
     ps->layout = pl;
@@ -80,10 +80,10 @@ static void save_impl(const char *dir, const param_layout *pl, const float *data
     free(path);
     free(wt);
 
-    qwen3_config cfg = pl->cfg;
+    model_config cfg = pl->cfg;
     snprintf(cfg.torch_dtype, sizeof cfg.torch_dtype, "%s",
              dtype == ST_BF16 ? "bfloat16" : dtype == ST_F16 ? "float16" : "float32");
-    char *json = qwen3_config_to_json(&cfg);
+    char *json = model_config_to_json(&cfg);
     path = rlc_path_join(dir, "config.json");
     if (rlc_write_file_atomic(path, json, strlen(json)) != 0) rlc_die("%s: cannot write: %s", path, strerror(errno));
     free(path);

@@ -9,7 +9,7 @@
 // Load DIR/config.json into *cfg, build *pl from it and fill a new *ps (free with param_set_free and
 // param_layout_free). Every expected tensor must exist with the config's shape and a float dtype, and
 // no other tensor may be present, except lm_head.weight with tie_word_embeddings (then ignored).
-void checkpoint_load(const char *dir, qwen3_config *cfg, param_layout *pl, param_set *ps);
+void checkpoint_load(const char *dir, model_config *cfg, param_layout *pl, param_set *ps);
 // Load the weights of DIR into an existing set (its layout gives the names and shapes to expect).
 void checkpoint_load_weights(const char *dir, param_set *ps);
 // Write DIR/model.safetensors (dtype ST_F32, ST_BF16 (round-to-nearest-even) or ST_F16) and

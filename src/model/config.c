@@ -54,7 +54,7 @@ static int token_id(const cJSON *v, const char *path, const char *key, int V) {
     return json_int(v, path, key, 0, (long long)V - 1);
 }
 
-void qwen3_config_parse(qwen3_config *cfg, const char *json_text, const char *path) {
+void model_config_parse(model_config *cfg, const char *json_text, const char *path) {
     memset(cfg, 0, sizeof *cfg);
     const char *endp = NULL;
     cJSON *root = cJSON_ParseWithOpts(json_text, &endp, 1);
@@ -189,14 +189,24 @@ void qwen3_config_parse(qwen3_config *cfg, const char *json_text, const char *pa
     if (!is_null_or_absent(v) && json_num(v, path, "attention_dropout") != 0)
         rlc_die("%s: key \"attention_dropout\" must be 0 (rlc implements no dropout)", path);
 
+    // architecture description: Qwen3's
+    snprintf(cfg->model_type, sizeof cfg->model_type, "qwen3");
+    cfg->qk_norm = 1;
+    cfg->hidden_act = MLP_SILU;
+    cfg->embed_scale = 1.0f;
+    cfg->attn_scale = (float)(1.0 / sqrt((double)cfg->head_dim));
+    cfg->rope = (rope_params){.type = ROPE_DEFAULT, .theta = theta, .factor = 1, .attention_factor = 1};
+    cfg->rope_local = cfg->rope;
+    memset(cfg->layer_types, LAYER_FULL, sizeof cfg->layer_types);
+
     cJSON_Delete(root);
 }
 
-void qwen3_config_load(qwen3_config *cfg, const char *path) {
+void model_config_load(model_config *cfg, const char *path) {
     size_t n = strlen(path);
     char *file = (n > 5 && strcmp(path + n - 5, ".json") == 0) ? rlc_strdup(path) : rlc_path_join(path, "config.json");
     char *text = rlc_read_file(file, NULL);
-    qwen3_config_parse(cfg, text, file);
+    model_config_parse(cfg, text, file);
     free(text);
     free(file);
 }
@@ -212,7 +222,7 @@ static const char *fmt_num(char *buf, size_t n, double v, int is_float) {
     return buf;
 }
 
-char *qwen3_config_to_json(const qwen3_config *c) {
+char *model_config_to_json(const model_config *c) {
     char buf[64];
     // keys in the order transformers writes them (sorted), as in the Qwen3-0.6B config.json
     cJSON *o = cJSON_CreateObject();

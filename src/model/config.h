@@ -1,6 +1,28 @@
-// config.h: the Qwen3 model configuration (Hugging Face config.json), see shared/spec/qwen3.md §1-2.
+// config.h: the model configuration (Hugging Face config.json) and the architecture description derived
+// from it. Family differences (qwen3, qwen2, llama, mistral, gemma3_text) are data in this struct, never a
+// copy of the model: see shared/spec/qwen3.md §1-2 and shared/spec/models.md §1-4.
 #pragma once
 #include <stdint.h>
+
+// RoPE inverse-frequency rules (transformers' modeling_rope_utils.py).
+typedef enum { ROPE_DEFAULT = 0, ROPE_LINEAR, ROPE_DYNAMIC, ROPE_LLAMA3, ROPE_YARN } rope_kind;
+
+typedef struct {
+    rope_kind type;
+    double theta;                          // base
+    double factor;                         // linear / dynamic / llama3 / yarn (1 when unused)
+    double low_freq_factor;                // llama3
+    double high_freq_factor;               // llama3
+    int original_max_position_embeddings;  // llama3 / yarn (0 when unused)
+    double beta_fast, beta_slow;           // yarn (32, 1)
+    double mscale, mscale_all_dim;         // yarn (0 when absent)
+    int truncate;                          // yarn (1)
+    double attention_factor;               // yarn: scales cos and sin; 1 for every other type
+} rope_params;
+
+typedef enum { MLP_SILU = 0, MLP_GELU_TANH = 1 } mlp_act;   // SwiGLU or GeGLU (gelu tanh approximation)
+typedef enum { LAYER_FULL = 0, LAYER_SLIDING = 1 } layer_kind;
+#define MODEL_MAX_LAYERS 512
 
 typedef struct {
     int vocab_size;               // V
@@ -23,12 +45,29 @@ typedef struct {
     int max_window_layers;
     float initializer_range;
     char torch_dtype[16];         // "bfloat16", "float32", ... (written back on save)
-} qwen3_config;
+
+    // architecture description (defaults reproduce Qwen3)
+    char model_type[24];          // "qwen3" | "qwen2" | "llama" | "mistral" | "gemma3_text"
+    int qkv_bias;                 // q/k/v projections carry biases (Qwen2; Llama attention_bias)
+    int o_bias;                   // o_proj carries a bias (Llama attention_bias)
+    int mlp_bias;                 // gate/up/down carry biases (Llama mlp_bias)
+    int qk_norm;                  // per-head RMSNorm over D on q and k before RoPE (Qwen3, Gemma 3)
+    int norm_plus_one;            // every RMSNorm is fp32 x_hat * (1 + w) (Gemma) instead of x_hat * w
+    int sandwich_norm;            // 4 norms per layer: input, post_attention, pre_feedforward, post_feedforward (Gemma 3)
+    mlp_act hidden_act;           // SwiGLU or GeGLU
+    float embed_scale;            // embeddings are multiplied by this (1, or sqrt(H) rounded as the spec says)
+    float attn_scale;             // softmax scale: head_dim^-1/2 or query_pre_attn_scalar^-1/2
+    float final_logit_softcapping;  // 0: none; else logits = cap * tanh(logits / cap)
+    rope_params rope;             // full-attention layers
+    rope_params rope_local;       // sliding layers (Gemma 3: default, rope_local_base_freq); == rope otherwise
+    // layer_types[l]: LAYER_SLIDING layers attend to keys j with i - sliding_window < j <= i (sliding_window > 0).
+    uint8_t layer_types[MODEL_MAX_LAYERS];
+} model_config;
 
 // Parse config.json text. `path` is only used in error messages. Dies with a one-line error naming
 // the file and key for a wrong model_type, a missing or mistyped field, or out-of-range values.
-void qwen3_config_parse(qwen3_config *cfg, const char *json_text, const char *path);
+void model_config_parse(model_config *cfg, const char *json_text, const char *path);
 // Load DIR/config.json (or a path to a .json file).
-void qwen3_config_load(qwen3_config *cfg, const char *path);
+void model_config_load(model_config *cfg, const char *path);
 // Serialise to HF config.json text (malloc'd), loadable by transformers' Qwen3Config.
-char *qwen3_config_to_json(const qwen3_config *cfg);
+char *model_config_to_json(const model_config *cfg);

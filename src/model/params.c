@@ -21,7 +21,7 @@ static void add_tensor(param_layout *pl, int *cap, int block, const char *name, 
     *off += t->numel;
 }
 
-void param_layout_init(param_layout *pl, const qwen3_config *cfg) {
+void param_layout_init(param_layout *pl, const model_config *cfg) {
     memset(pl, 0, sizeof *pl);
     pl->cfg = *cfg;
     const int64_t V = cfg->vocab_size, H = cfg->hidden_size, I = cfg->intermediate_size, L = cfg->num_hidden_layers;

@@ -37,7 +37,7 @@ typedef struct {
 } param_tensor;
 
 typedef struct {
-    qwen3_config cfg;
+    model_config cfg;
     int n_blocks;            // L + 2
     int64_t *block_off;      // (n_blocks+1) element offsets; block b = [block_off[b], block_off[b+1])
     int n_tensors;
@@ -53,7 +53,7 @@ typedef struct {
     float *data;             // (numel)
 } param_set;
 
-void param_layout_init(param_layout *pl, const qwen3_config *cfg);
+void param_layout_init(param_layout *pl, const model_config *cfg);
 void param_layout_free(param_layout *pl);
 // Find a tensor by HF name; returns index or -1.
 int param_layout_find(const param_layout *pl, const char *name);

@@ -40,7 +40,7 @@ typedef struct {
 } prefix_t;
 
 struct rollout_engine {
-    qwen3_model *m;
+    decoder_model *m;
     rollout_config cfg;
     kv_cache kc;
     uint16_t *w16;           // (numel) bf16 copy in the parameter layout, or NULL
@@ -86,9 +86,9 @@ static int64_t mem_available(void) {
     return (int64_t)kb * 1024;
 }
 
-static float *block_base(const qwen3_model *m, int b) {
+static float *block_base(const decoder_model *m, int b) {
     float *p = m->get_block ? m->get_block(m->get_block_ctx, b) : m->block_w[b];
-    CHECK(p, "rollout: no weights for block %d (set qwen3_model.block_w or get_block)", b);
+    CHECK(p, "rollout: no weights for block %d (set decoder_model.block_w or get_block)", b);
     return p;
 }
 
@@ -98,8 +98,8 @@ static void check_sampling(int n, const sampler_params *sampling) {
     sampler_params_check(sampling);
 }
 
-rollout_engine *rollout_engine_new(qwen3_model *m, const rollout_config *cfg) {
-    const qwen3_config *c = m->cfg;
+rollout_engine *rollout_engine_new(decoder_model *m, const rollout_config *cfg) {
+    const model_config *c = m->cfg;
     check_sampling(cfg->n, &cfg->sampling);
     if (cfg->max_new_tokens < 1) rlc_die("rollout: max_new_tokens=%d, expected >= 1", cfg->max_new_tokens);
     if (cfg->max_num_seqs < 1) rlc_die("rollout: max_num_seqs=%d, expected >= 1", cfg->max_num_seqs);
@@ -193,12 +193,12 @@ static void mm(const rollout_engine *e, const rowgemm_out *outs, int n, const fl
 
 // Forward of e->tok/pos/tok_seq (T tokens): residual stream left in e->x (T, H); k/v written to the cache.
 static void forward_tokens(rollout_engine *e, int64_t T, const int32_t *bt_all, int64_t bt_stride) {
-    const qwen3_model *m = e->m;
-    const qwen3_config *c = m->cfg;
+    const decoder_model *m = e->m;
+    const model_config *c = m->cfg;
     const int64_t H = c->hidden_size, D = c->head_dim, nh = c->num_attention_heads, nkv = c->num_key_value_heads;
     const int64_t QD = nh * D, KD = nkv * D, I = c->intermediate_size;
     const float eps = c->rms_norm_eps;
-    qwen3_embed(m, e->x, e->tok, T);
+    decoder_embed(m, e->x, e->tok, T);
     for (int l = 0; l < c->num_hidden_layers; l++) {
         float *base = block_base(m, 1 + l);
         const int64_t off = m->pl->block_off[1 + l];
@@ -242,9 +242,9 @@ static void reserve_rows(rollout_engine *e, int64_t R) {
 
 // logits (R, V) of hidden rows e->hid (R, H).
 static void logits_rows(rollout_engine *e, int64_t R) {
-    const qwen3_config *c = e->m->cfg;
+    const model_config *c = e->m->cfg;
     const int64_t H = c->hidden_size, V = c->vocab_size;
-    const float *w = qwen3_lm_head(e->m);
+    const float *w = decoder_lm_head(e->m);
     if (e->w16) {
         const param_layout *pl = e->m->pl;
         const int64_t off = c->tie_word_embeddings ? 0 : pl->block_off[pl->n_blocks - 1] + H;
@@ -331,7 +331,7 @@ static void preempt(gen_state *g, int si) {
 }
 
 static int is_stop(const rollout_engine *e, int32_t tok) {
-    const qwen3_config *c = e->m->cfg;
+    const model_config *c = e->m->cfg;
     if (!e->cfg.ignore_eos)
         for (int i = 0; i < c->n_eos_token_ids; i++)
             if (tok == c->eos_token_ids[i]) return 1;
@@ -430,7 +430,7 @@ static int64_t step(gen_state *g, int n_prompts, feed_t *feeds, int *joiners, in
     }
     if (T > 0) forward_tokens(e, T, g->bt_all, g->bt_stride);
     // 4. rows that sample: feeds that reached the end of their tokens, then joiners.
-    const qwen3_config *c = e->m->cfg;
+    const model_config *c = e->m->cfg;
     const int64_t H = c->hidden_size, V = c->vocab_size;
     reserve_rows(e, nfeed + nj);
     int R = 0;
@@ -520,7 +520,7 @@ static int64_t step(gen_state *g, int n_prompts, feed_t *feeds, int *joiners, in
 
 void rollout_generate(rollout_engine *e, const rollout_prompt *prompts, int n_prompts, rollout_result *out) {
     const rollout_config *cfg = &e->cfg;
-    const qwen3_config *c = e->m->cfg;
+    const model_config *c = e->m->cfg;
     kv_cache *kc = &e->kc;
     memset(out, 0, sizeof *out);
     CHECK(n_prompts >= 0, "n_prompts=%d", n_prompts);

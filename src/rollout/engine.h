@@ -20,7 +20,7 @@
 #pragma once
 #include <stdint.h>
 
-#include "model/qwen3.h"
+#include "model/decoder.h"
 #include "rollout/kv_cache.h"
 #include "rollout/sampler.h"
 
@@ -86,7 +86,7 @@ typedef struct rollout_engine rollout_engine;
 // The engine reads the model's weights in place (m->block_w / get_block), so a trainer update is seen
 // by the next rollout_generate without a copy; with weights_bf16, call rollout_engine_sync_weights after
 // each update. Allocates the KV pool (cfg->kv_cache_bytes) once.
-rollout_engine *rollout_engine_new(qwen3_model *m, const rollout_config *cfg);
+rollout_engine *rollout_engine_new(decoder_model *m, const rollout_config *cfg);
 void rollout_engine_free(rollout_engine *e);
 void rollout_engine_sync_weights(rollout_engine *e);
 const rollout_config *rollout_engine_config(const rollout_engine *e);

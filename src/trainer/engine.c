@@ -18,7 +18,7 @@ void engine_config_default(engine_config *c) {
     c->temperature = 1.0f;
 }
 
-void engine_init(engine *e, qwen3_model *model, const engine_config *cfg) {
+void engine_init(engine *e, decoder_model *model, const engine_config *cfg) {
     memset(e, 0, sizeof *e);
     e->cfg = *cfg;
     e->model = model;
@@ -41,7 +41,7 @@ static void free_bufs(engine *e) {
 }
 
 void engine_free(engine *e) {
-    if (e->acts) qwen3_acts_free(e->acts);
+    if (e->acts) decoder_acts_free(e->acts);
     free_bufs(e);
     free(e->cu_local);
     param_set_free(&e->grads);
@@ -68,8 +68,8 @@ static void ensure_bufs(engine *e, int64_t T, int n_seqs) {
 
 static void ensure_acts(engine *e, int64_t T) {
     if (e->acts && T <= e->acts_T) return;
-    if (e->acts) qwen3_acts_free(e->acts);
-    e->acts = qwen3_acts_new(e->model->cfg, T, e->cfg.ckpt);
+    if (e->acts) decoder_acts_free(e->acts);
+    e->acts = decoder_acts_new(e->model->cfg, T, e->cfg.ckpt);
     e->acts_T = T;
 }
 
@@ -125,20 +125,20 @@ double engine_batch_tokens(const engine_batch *b) {
     return s;
 }
 
-// The qwen3_batch of micro-batch [s0, s1); local cu in e->cu_local, positions in e->pos.
-static qwen3_batch micro_batch(engine *e, const engine_batch *b, int s0, int s1) {
+// The decoder_batch of micro-batch [s0, s1); local cu in e->cu_local, positions in e->pos.
+static decoder_batch micro_batch(engine *e, const engine_batch *b, int s0, int s1) {
     const int32_t *cu = b->cu_seqlens;
     int64_t off = cu[s0], T = cu[s1] - cu[s0];
     ensure_bufs(e, T, s1 - s0);
     for (int s = s0; s <= s1; s++) e->cu_local[s - s0] = cu[s] - (int32_t)off;
-    qwen3_batch qb;
+    decoder_batch qb;
     memset(&qb, 0, sizeof qb);
     qb.T = T;
     qb.n_seqs = s1 - s0;
     qb.tokens = b->tokens + off;
     qb.cu_seqlens = e->cu_local;
     qb.pos = e->pos;
-    qwen3_batch_positions(&qb);
+    decoder_batch_positions(&qb);
     return qb;
 }
 
@@ -166,12 +166,12 @@ void engine_forward_backward(engine *e, const engine_batch *b, const engine_mb *
     if (nmb > 0) ensure_acts(e, maxT);
     for (int i = 0; i < nmb; i++) {
         int s0 = starts[i], s1 = starts[i + 1];
-        qwen3_batch qb = micro_batch(e, b, s0, s1);
+        decoder_batch qb = micro_batch(e, b, s0, s1);
         int64_t off = b->cu_seqlens[s0], T = qb.T;
         const int32_t *tgt = b->targets + off;
         float *ent = want_entropy ? e->entropy : NULL;
-        qwen3_forward(e->model, e->acts, &qb, NULL);
-        qwen3_logprob(e->model, e->acts, &qb, tgt, e->cfg.temperature, e->logp, ent);
+        decoder_forward(e->model, e->acts, &qb, NULL);
+        decoder_logprob(e->model, e->acts, &qb, tgt, e->cfg.temperature, e->logp, ent);
         memset(e->dlogp, 0, (size_t)T * sizeof(float));
         if (want_entropy) memset(e->dentropy, 0, (size_t)T * sizeof(float));
         engine_micro m = {
@@ -182,7 +182,7 @@ void engine_forward_backward(engine *e, const engine_batch *b, const engine_mb *
             .global_tokens = global_tokens, .global_seqs = b->n_seqs,
         };
         s.loss += fn(user, &m);
-        qwen3_backward(e->model, e->acts, &qb, tgt, e->cfg.temperature, e->dlogp, want_entropy ? e->dentropy : NULL,
+        decoder_backward(e->model, e->acts, &qb, tgt, e->cfg.temperature, e->dlogp, want_entropy ? e->dentropy : NULL,
                        &e->grads);
         s.tokens += T;
     }
@@ -230,10 +230,10 @@ void engine_infer_mb(engine *e, const engine_batch *b, const engine_mb *mb, floa
     int *starts = rlc_malloc(((size_t)b->n_seqs + 1) * sizeof(int));
     int nmb = engine_split(b, mb, starts);
     for (int i = 0; i < nmb; i++) {
-        qwen3_batch qb = micro_batch(e, b, starts[i], starts[i + 1]);
+        decoder_batch qb = micro_batch(e, b, starts[i], starts[i + 1]);
         int64_t off = b->cu_seqlens[starts[i]];
-        qwen3_forward(e->model, NULL, &qb, NULL);
-        qwen3_logprob(e->model, NULL, &qb, b->targets + off, e->cfg.temperature, logp + off, entropy ? entropy + off : NULL);
+        decoder_forward(e->model, NULL, &qb, NULL);
+        decoder_logprob(e->model, NULL, &qb, b->targets + off, e->cfg.temperature, logp + off, entropy ? entropy + off : NULL);
     }
     free(starts);
 }

@@ -14,7 +14,7 @@
 #pragma once
 #include <stdint.h>
 
-#include "model/qwen3.h"
+#include "model/decoder.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/optim.h"
 
@@ -80,11 +80,11 @@ void engine_config_default(engine_config *c);   // verl defaults: lr 1e-6, wd 0.
 
 typedef struct {
     engine_config cfg;
-    qwen3_model *model;          // not owned
+    decoder_model *model;          // not owned
     param_set grads;             // (numel) gradient accumulator, parameter layout
     adamw_state opt;             // m, v, step
     lr_schedule sched;           // scheduler state (step)
-    qwen3_acts *acts;            // saved activations for the largest micro-batch so far
+    decoder_acts *acts;            // saved activations for the largest micro-batch so far
     int64_t acts_T;
     int64_t buf_T;               // capacity of the per-token buffers below
     float *logp, *entropy;       // (buf_T)
@@ -94,7 +94,7 @@ typedef struct {
     int cu_cap;
 } engine;
 
-void engine_init(engine *e, qwen3_model *model, const engine_config *cfg);
+void engine_init(engine *e, decoder_model *model, const engine_config *cfg);
 void engine_free(engine *e);
 // Allocate saved activations (and per-token buffers) for micro-batches of up to T tokens now; they
 // otherwise grow on demand to the largest micro-batch seen.

@@ -26,7 +26,7 @@
 #include "dist/dist.h"
 #include "dist/fsdp.h"
 #include "io/checkpoint.h"
-#include "model/qwen3.h"
+#include "model/decoder.h"
 #include "reward/reward.h"
 #include "rl/advantage.h"
 #include "rl/agg.h"
@@ -128,10 +128,10 @@ typedef struct {
     rlc_tokenizer *tok;
     rlc_dataset train, val;
     int have_train, have_val;
-    qwen3_config mcfg;
+    model_config mcfg;
     param_layout pl;
     param_set params, ref_params;
-    qwen3_model model, ref_model;
+    decoder_model model, ref_model;
     int have_ref;
     engine eng;
     rollout_engine *rollout;
@@ -446,7 +446,7 @@ static int balanced_micro_batches(const step_batch *sb, int *rows, int n, int64_
 // scattered back to the step order in the padded layout (B, Tr).
 // sel (nsel) picks the rows to compute (a data-parallel rank's part), NULL: all B rows; only those rows of
 // lp_padded / ent_padded are written.
-static void infer_logprobs(engine *e, qwen3_model *m, const step_batch *sb, const int *sel, int nsel, int dyn,
+static void infer_logprobs(engine *e, decoder_model *m, const step_batch *sb, const int *sel, int nsel, int dyn,
                            int64_t micro_seqs, int64_t max_tokens, const char *key, float *lp_padded, float *ent_padded) {
     int B = sel ? nsel : sb->B;
     int *rows = rlc_malloc(sizeof(int) * (size_t)(B > 0 ? B : 1)), *starts = rlc_malloc(sizeof(int) * (size_t)(B + 1));
@@ -467,7 +467,7 @@ static void infer_logprobs(engine *e, qwen3_model *m, const step_batch *sb, cons
     float *lp = rlc_malloc(sizeof(float) * (size_t)(T > 0 ? T : 1));
     float *ent = ent_padded ? rlc_malloc(sizeof(float) * (size_t)(T > 0 ? T : 1)) : NULL;
     // The reference model shares the actor's engine buffers (same shapes): only the weights differ.
-    qwen3_model *saved = e->model;
+    decoder_model *saved = e->model;
     e->model = m;
     engine_infer_mb(e, &b, &mb, lp, ent);
     e->model = saved;
@@ -489,7 +489,7 @@ static void infer_logprobs(engine *e, qwen3_model *m, const step_batch *sb, cons
 // micro-batched as infer_logprobs does, one engine pass per micro-batch bracketed for the fsdp prefetch; the
 // micro-batch count is all-reduced (max) and a rank with fewer runs 1-token passes, because every pass issues
 // the per-block all-gathers. Only the rows sel of lp_padded are written.
-static void infer_logprobs_sharded(grpo *g, fsdp_state *fs, qwen3_model *m, const step_batch *sb, const int *sel, int nsel,
+static void infer_logprobs_sharded(grpo *g, fsdp_state *fs, decoder_model *m, const step_batch *sb, const int *sel, int nsel,
                                    int dyn, int64_t micro_seqs, int64_t max_tokens, const char *key, float *lp_padded) {
     engine *e = &g->eng;
     int n = nsel;
@@ -517,7 +517,7 @@ static void infer_logprobs_sharded(grpo *g, fsdp_state *fs, qwen3_model *m, cons
     const float dummy_mask = 0.0f;
     float dummy_lp;
     engine_mb whole = {0, 0, NULL, 0};
-    qwen3_model *saved = e->model;
+    decoder_model *saved = e->model;
     e->model = m;
     for (int64_t i = 0; i < K; i++) {
         fsdp_begin_pass(fs, i + 1 < K);
@@ -685,7 +685,7 @@ static void update_actor_dist(grpo *g, const step_batch *sb, rlc_metrics *m) {
     rlc_actor_metrics am;
     rlc_actor_metrics_init(&am);
     int n_nonfinite = 0;
-    qwen3_model *mod = &g->model;
+    decoder_model *mod = &g->model;
     fsdp_attach(&g->fs, mod, 1);   // the update runs on the shards (ZeRO-3); the full copy is for rollout
     for (int64_t ep = 0; ep < ac->ppo_epochs; ep++) {
         ppo_epoch_order(order, B, ac->shuffle, ac->data_loader_seed, g->global_step, ep);   // the same order as one process
@@ -1268,7 +1268,7 @@ static void grpo_setup(grpo *g, const rlc_train_config *c, int val_only, dist_ct
     if (!mp || !*mp) rlc_die("config: actor_rollout_ref.model.path is not set: give an HF checkpoint directory");
     g->tok = rlc_tok_load(mp, NULL);
     checkpoint_load(mp, &g->mcfg, &g->pl, &g->params);
-    qwen3_model_init(&g->model, &g->pl, &g->params, &g->be);
+    decoder_model_init(&g->model, &g->pl, &g->params, &g->be);
     if (!val_only) {
         load_data(g, &g->train, &c->data.train_files, "train_files");
         g->have_train = 1;
@@ -1313,7 +1313,7 @@ static void grpo_setup(grpo *g, const rlc_train_config *c, int val_only, dist_ct
     if (st < 0) rlc_die("config: actor_rollout_ref.actor.optim.lr_scheduler_type '%s' is not constant or cosine", sname);
     ec.lr_sched = (lr_sched_type)st;
     ec.clip_grad = ac->optim.clip_grad;
-    if (qwen3_ckpt_parse(ac->activation_checkpoint, &ec.ckpt) != 0)
+    if (decoder_ckpt_parse(ac->activation_checkpoint, &ec.ckpt) != 0)
         rlc_die("config: actor_rollout_ref.actor.activation_checkpoint '%s' is not none, selective or full",
                 ac->activation_checkpoint);
     ec.temperature = g->temperature;
@@ -1352,7 +1352,7 @@ static void grpo_setup(grpo *g, const rlc_train_config *c, int val_only, dist_ct
     if (g->have_ref) {   // frozen copy of the initial weights
         param_set_init(&g->ref_params, &g->pl);
         memcpy(g->ref_params.data, g->params.data, sizeof(float) * (size_t)g->pl.numel);
-        qwen3_model_init(&g->ref_model, &g->pl, &g->ref_params, &g->be);
+        decoder_model_init(&g->ref_model, &g->pl, &g->ref_params, &g->be);
     }
 }
 
@@ -1361,9 +1361,9 @@ static void grpo_teardown(grpo *g) {
     if (g->have_fs) fsdp_free(&g->fs);
     if (g->have_ref_fs) fsdp_free(&g->ref_fs);
     free(g->resume_opt);
-    if (g->have_ref) { qwen3_model_free(&g->ref_model); param_set_free(&g->ref_params); }
+    if (g->have_ref) { decoder_model_free(&g->ref_model); param_set_free(&g->ref_params); }
     engine_free(&g->eng);
-    qwen3_model_free(&g->model);
+    decoder_model_free(&g->model);
     param_set_free(&g->params);
     param_layout_free(&g->pl);
     if (g->have_train) rlc_dataset_free(&g->train);

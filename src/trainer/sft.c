@@ -185,7 +185,7 @@ void sft_pack_free(sft_pack_buf *p) {
     memset(p, 0, sizeof *p);
 }
 
-int64_t sft_prepare(const qwen3_model *m, const sft_dataset *d, const sft_config *c, engine_config *ec_out) {
+int64_t sft_prepare(const decoder_model *m, const sft_dataset *d, const sft_config *c, engine_config *ec_out) {
     if (c->batch_size < 1) rlc_die("sft: batch size %d must be >= 1", c->batch_size);
     if (d->n < c->batch_size)
         rlc_die("sft: the dataset has %d sequences, fewer than the batch size %d", d->n, c->batch_size);
@@ -218,7 +218,7 @@ int64_t sft_prepare(const qwen3_model *m, const sft_dataset *d, const sft_config
     return total;
 }
 
-void sft_train(qwen3_model *m, const sft_dataset *d, const sft_config *c, sft_summary *out, engine *engine_out) {
+void sft_train(decoder_model *m, const sft_dataset *d, const sft_config *c, sft_summary *out, engine *engine_out) {
     engine_config ec;
     const int64_t total = sft_prepare(m, d, c, &ec);
     const int B = c->batch_size;

@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "model/qwen3.h"
+#include "model/decoder.h"
 #include "trainer/engine.h"
 
 typedef struct {
@@ -87,10 +87,10 @@ typedef struct {
 // Validate the data against the config (batch size, lengths vs max positions and the micro-batch budget),
 // fill the engine config from it, and return the total number of steps. Shared by sft_train and the
 // data-parallel SFT.
-int64_t sft_prepare(const qwen3_model *m, const sft_dataset *d, const sft_config *c, engine_config *ec);
+int64_t sft_prepare(const decoder_model *m, const sft_dataset *d, const sft_config *c, engine_config *ec);
 // Train m's parameters in place. Optional engine_out: if non-NULL the engine (optimizer state) is
 // left initialised there for the caller to save/free (engine_free); otherwise it is freed.
-void sft_train(qwen3_model *m, const sft_dataset *d, const sft_config *c, sft_summary *out, engine *engine_out);
+void sft_train(decoder_model *m, const sft_dataset *d, const sft_config *c, sft_summary *out, engine *engine_out);
 
 // The order in which epoch `epoch` visits the n sequences: 0..n-1, or with shuffle a Fisher-Yates shuffle
 // on the Philox stream (seed, "sft", epoch). sft_train and the data-parallel SFT share it, so every rank

@@ -1,8 +1,8 @@
-// qwen3.c: the Qwen3 dense transformer over packed batches (shared/spec/qwen3.md §1), composed from the
+// decoder.c: the Qwen3 dense transformer over packed batches (shared/spec/qwen3.md §1), composed from the
 // kernels of kernels.h: forward, a loss-agnostic backward seeded by d(logp) and d(entropy), and activation
 // checkpointing (none / selective / full). Matrix products go straight to backend_sgemm where an
 // accumulating product (beta = 1) saves a pass over memory (residual adds, summed input gradients).
-#include "model/qwen3.h"
+#include "model/decoder.h"
 
 #include <math.h>
 #include <string.h>
@@ -37,7 +37,7 @@ typedef struct {
     float eps;
 } dims;
 
-static dims dims_of(const qwen3_config *c) {
+static dims dims_of(const model_config *c) {
     dims d;
     d.V = c->vocab_size; d.H = c->hidden_size; d.I = c->intermediate_size; d.L = c->num_hidden_layers;
     d.nh = c->num_attention_heads; d.nkv = c->num_key_value_heads; d.D = c->head_dim;
@@ -119,7 +119,7 @@ static void mm_bwd_w(float *dw, const float *dout, const float *inp, int64_t T, 
 
 // ---- the inference scratch -------------------------------------------------------------------------------
 
-struct qwen3_ws {
+struct decoder_ws {
     int64_t cap_T;
     char *mem;
     layer_acts la;     // own everything except x_in (the residual stream is ws->x) and attn
@@ -131,8 +131,8 @@ struct qwen3_ws {
     int64_t hidden_T;  // tokens in `hidden`
 };
 
-static void ws_reserve(const qwen3_model *m, int64_t T) {
-    qwen3_ws *ws = m->ws;
+static void ws_reserve(const decoder_model *m, int64_t T) {
+    decoder_ws *ws = m->ws;
     if (T <= ws->cap_T) return;
     dims d = dims_of(m->cfg);
     int64_t cap = max64(T, 2 * ws->cap_T);
@@ -155,8 +155,8 @@ static void ws_reserve(const qwen3_model *m, int64_t T) {
 
 // ---- saved activations -------------------------------------------------------------------------------------
 
-struct qwen3_acts {
-    qwen3_config cfg;
+struct decoder_acts {
+    model_config cfg;
     int64_t T_max;
     ckpt_mode mode;
     char *mem;
@@ -180,10 +180,10 @@ struct qwen3_acts {
     float head_temperature;
 };
 
-const char *qwen3_ckpt_name(ckpt_mode mode) {
+const char *decoder_ckpt_name(ckpt_mode mode) {
     return mode == CKPT_NONE ? "none" : mode == CKPT_SELECTIVE ? "selective" : mode == CKPT_FULL ? "full" : "?";
 }
-int qwen3_ckpt_parse(const char *s, ckpt_mode *mode) {
+int decoder_ckpt_parse(const char *s, ckpt_mode *mode) {
     if (!strcmp(s, "none")) *mode = CKPT_NONE;
     else if (!strcmp(s, "selective")) *mode = CKPT_SELECTIVE;
     else if (!strcmp(s, "full")) *mode = CKPT_FULL;
@@ -192,7 +192,7 @@ int qwen3_ckpt_parse(const char *s, ckpt_mode *mode) {
 }
 
 // Lay out (cur == NULL: count) every buffer of `a` for T_max tokens.
-static int64_t acts_layout(qwen3_acts *a, char *cur) {
+static int64_t acts_layout(decoder_acts *a, char *cur) {
     dims d = dims_of(&a->cfg);
     const int64_t T = a->T_max;
     int64_t bytes = 0;
@@ -222,8 +222,8 @@ static int64_t acts_layout(qwen3_acts *a, char *cur) {
     return bytes;
 }
 
-int64_t qwen3_acts_bytes_for(const qwen3_config *cfg, int64_t T_max, ckpt_mode mode) {
-    qwen3_acts a;
+int64_t decoder_acts_bytes_for(const model_config *cfg, int64_t T_max, ckpt_mode mode) {
+    decoder_acts a;
     memset(&a, 0, sizeof a);
     a.cfg = *cfg;
     a.T_max = T_max;
@@ -234,10 +234,10 @@ int64_t qwen3_acts_bytes_for(const qwen3_config *cfg, int64_t T_max, ckpt_mode m
     return bytes;
 }
 
-qwen3_acts *qwen3_acts_new(const qwen3_config *cfg, int64_t T_max, ckpt_mode mode) {
+decoder_acts *decoder_acts_new(const model_config *cfg, int64_t T_max, ckpt_mode mode) {
     CHECK(T_max >= 1, "T_max=%lld", (long long)T_max);
     CHECK(mode == CKPT_NONE || mode == CKPT_SELECTIVE || mode == CKPT_FULL, "mode=%d", (int)mode);
-    qwen3_acts *a = rlc_calloc(1, sizeof *a);
+    decoder_acts *a = rlc_calloc(1, sizeof *a);
     a->cfg = *cfg;
     a->T_max = T_max;
     a->mode = mode;
@@ -249,19 +249,19 @@ qwen3_acts *qwen3_acts_new(const qwen3_config *cfg, int64_t T_max, ckpt_mode mod
     return a;
 }
 
-void qwen3_acts_free(qwen3_acts *a) {
+void decoder_acts_free(decoder_acts *a) {
     if (!a) return;
     rlc_free(a->mem);
     free(a->la);
     free(a);
 }
 
-int64_t qwen3_acts_bytes(const qwen3_acts *a) { return a->bytes; }
-const float *qwen3_acts_dhidden(const qwen3_acts *a) { return a->dhid; }
+int64_t decoder_acts_bytes(const decoder_acts *a) { return a->bytes; }
+const float *decoder_acts_dhidden(const decoder_acts *a) { return a->dhid; }
 
 // ---- model ------------------------------------------------------------------------------------------------
 
-void qwen3_batch_positions(qwen3_batch *b) {
+void decoder_batch_positions(decoder_batch *b) {
     CHECK(b->n_seqs >= 1, "n_seqs=%d", b->n_seqs);
     CHECK(b->cu_seqlens[0] == 0, "cu_seqlens[0]=%d", b->cu_seqlens[0]);
     CHECK_EQ(b->cu_seqlens[b->n_seqs], b->T, "cu_seqlens[n_seqs] vs T");
@@ -275,13 +275,13 @@ void qwen3_batch_positions(qwen3_batch *b) {
     b->max_seqlen = mx;
 }
 
-void qwen3_model_init(qwen3_model *m, const param_layout *pl, param_set *params, backend_ctx *be) {
+void decoder_model_init(decoder_model *m, const param_layout *pl, param_set *params, backend_ctx *be) {
     memset(m, 0, sizeof *m);
     m->pl = pl;
     m->cfg = &pl->cfg;
     m->params = params;
     m->be = be;
-    const qwen3_config *c = m->cfg;
+    const model_config *c = m->cfg;
     CHECK(c->head_dim % 2 == 0, "head_dim=%d must be even for RoPE", c->head_dim);
     CHECK(c->num_key_value_heads >= 1 && c->num_attention_heads % c->num_key_value_heads == 0, "nh=%d nkv=%d",
           c->num_attention_heads, c->num_key_value_heads);
@@ -292,7 +292,7 @@ void qwen3_model_init(qwen3_model *m, const param_layout *pl, param_set *params,
     m->ws = rlc_calloc(1, sizeof *m->ws);
 }
 
-void qwen3_model_free(qwen3_model *m) {
+void decoder_model_free(decoder_model *m) {
     rope_table_free(&m->rope);
     free(m->block_w);
     if (m->ws) rlc_free(m->ws->mem);
@@ -300,30 +300,30 @@ void qwen3_model_free(qwen3_model *m) {
     memset(m, 0, sizeof *m);
 }
 
-static float *block_ptr(const qwen3_model *m, int b) {
+static float *block_ptr(const decoder_model *m, int b) {
     float *p = m->get_block ? m->get_block(m->get_block_ctx, b) : m->block_w[b];
-    CHECK(p, "no weights for block %d (set qwen3_model.block_w or get_block)", b);
+    CHECK(p, "no weights for block %d (set decoder_model.block_w or get_block)", b);
     return p;
 }
-static void layer_view(const qwen3_model *m, int l, layer_weights *lw) { param_layer_view(m->pl, block_ptr(m, 1 + l), lw); }
-static const float *embed_w(const qwen3_model *m) { return block_ptr(m, 0); }
-static const float *final_norm_w(const qwen3_model *m) { return block_ptr(m, m->pl->n_blocks - 1); }
-// The gradient buffer of block b (qwen3_model.get_grad_block, or the grads set).
-static float *grad_block(const qwen3_model *m, param_set *grads, int b) {
+static void layer_view(const decoder_model *m, int l, layer_weights *lw) { param_layer_view(m->pl, block_ptr(m, 1 + l), lw); }
+static const float *embed_w(const decoder_model *m) { return block_ptr(m, 0); }
+static const float *final_norm_w(const decoder_model *m) { return block_ptr(m, m->pl->n_blocks - 1); }
+// The gradient buffer of block b (decoder_model.get_grad_block, or the grads set).
+static float *grad_block(const decoder_model *m, param_set *grads, int b) {
     float *p = m->get_grad_block ? m->get_grad_block(m->grad_ctx, b) : param_block(grads, b);
     CHECK(p, "no gradient buffer for block %d", b);
     return p;
 }
-static void grad_done(const qwen3_model *m, int b) {
+static void grad_done(const decoder_model *m, int b) {
     if (m->grad_block_done) m->grad_block_done(m->grad_ctx, b);
 }
-const float *qwen3_lm_head(const qwen3_model *m) {
+const float *decoder_lm_head(const decoder_model *m) {
     if (m->cfg->tie_word_embeddings) return block_ptr(m, 0);
     return block_ptr(m, m->pl->n_blocks - 1) + m->cfg->hidden_size;
 }
 
 // h1, q_pre/k_pre, q/k (normed + RoPE), v of one layer from la->x_in.
-static void layer_qkv(const qwen3_model *m, const layer_weights *lw, layer_acts *la, const int32_t *pos, int64_t T) {
+static void layer_qkv(const decoder_model *m, const layer_weights *lw, layer_acts *la, const int32_t *pos, int64_t T) {
     dims d = dims_of(m->cfg);
     rmsnorm_forward(la->h1, la->rstd1, la->x_in, lw->in_norm, T, d.H, d.eps);
     mm_fwd(la->q_pre, 0.f, la->h1, lw->wq, T, d.H, d.QD);
@@ -337,7 +337,7 @@ static void layer_qkv(const qwen3_model *m, const layer_weights *lw, layer_acts 
 
 // x_mid = x_in + o_proj(attn); h2 = post_norm(x_mid); act = swiglu(gate, up); x_out = x_mid + down(act)
 // (x_out NULL: stop after act, as the backward's recompute needs). x_mid/x_out may alias x_in.
-static void layer_out(const qwen3_model *m, const layer_weights *lw, layer_acts *la, float *x_out, int64_t T) {
+static void layer_out(const decoder_model *m, const layer_weights *lw, layer_acts *la, float *x_out, int64_t T) {
     dims d = dims_of(m->cfg);
     copy_par(la->x_mid, la->x_in, T * d.H);
     mm_fwd(la->x_mid, 1.f, la->attn, lw->wo, T, d.QD, d.H);
@@ -350,7 +350,7 @@ static void layer_out(const qwen3_model *m, const layer_weights *lw, layer_acts 
     mm_fwd(x_out, 1.f, la->act, lw->w_down, T, d.I, d.H);
 }
 
-static void layer_forward(const qwen3_model *m, const layer_weights *lw, layer_acts *la, float *x_out, const qwen3_batch *b,
+static void layer_forward(const decoder_model *m, const layer_weights *lw, layer_acts *la, float *x_out, const decoder_batch *b,
                           int do_attn) {
     dims d = dims_of(m->cfg);
     layer_qkv(m, lw, la, b->pos, b->T);
@@ -358,9 +358,9 @@ static void layer_forward(const qwen3_model *m, const layer_weights *lw, layer_a
     layer_out(m, lw, la, x_out, b->T);
 }
 
-static void check_batch(const qwen3_model *m, const qwen3_batch *b) {
+static void check_batch(const decoder_model *m, const decoder_batch *b) {
     CHECK(b->T >= 1, "empty batch (T=%lld)", (long long)b->T);
-    CHECK(b->max_seqlen >= 1 && b->max_seqlen <= m->rope.max_pos, "max_seqlen=%d (call qwen3_batch_positions; limit %d)",
+    CHECK(b->max_seqlen >= 1 && b->max_seqlen <= m->rope.max_pos, "max_seqlen=%d (call decoder_batch_positions; limit %d)",
           b->max_seqlen, m->rope.max_pos);
     CHECK_EQ(b->cu_seqlens[b->n_seqs], b->T, "cu_seqlens[n_seqs] vs T");
     const int V = m->cfg->vocab_size;
@@ -368,7 +368,7 @@ static void check_batch(const qwen3_model *m, const qwen3_batch *b) {
         CHECK(b->tokens[t] >= 0 && b->tokens[t] < V, "token %d at %lld outside vocab [0, %d)", b->tokens[t], (long long)t, V);
 }
 
-void qwen3_forward(qwen3_model *m, qwen3_acts *a, const qwen3_batch *b, float *hidden) {
+void decoder_forward(decoder_model *m, decoder_acts *a, const decoder_batch *b, float *hidden) {
     check_batch(m, b);
     dims d = dims_of(m->cfg);
     const int64_t T = b->T;
@@ -390,7 +390,7 @@ void qwen3_forward(qwen3_model *m, qwen3_acts *a, const qwen3_batch *b, float *h
         hid = a->hidden;
     } else {
         ws_reserve(m, T);
-        qwen3_ws *ws = m->ws;
+        decoder_ws *ws = m->ws;
         layer_acts la = ws->la;
         la.x_in = la.x_mid = ws->x;
         la.attn = ws->attn;
@@ -407,23 +407,23 @@ void qwen3_forward(qwen3_model *m, qwen3_acts *a, const qwen3_batch *b, float *h
     if (hidden) copy_par(hidden, hid, T * d.H);
 }
 
-void qwen3_logprob(qwen3_model *m, qwen3_acts *a, const qwen3_batch *b, const int32_t *targets, float temperature,
+void decoder_logprob(decoder_model *m, decoder_acts *a, const decoder_batch *b, const int32_t *targets, float temperature,
                    float *logp, float *entropy) {
     dims d = dims_of(m->cfg);
     CHECK(temperature > 0 && isfinite(temperature), "temperature=%g", temperature);
     const float *hid;
     float *lse = NULL;
     if (a) {
-        CHECK(a->have_forward && a->T == b->T, "qwen3_logprob needs qwen3_forward on the same batch first");
+        CHECK(a->have_forward && a->T == b->T, "decoder_logprob needs decoder_forward on the same batch first");
         hid = a->hidden;
         lse = a->head_lse;
     } else {
-        CHECK(m->ws->hidden_T == b->T, "qwen3_logprob needs qwen3_forward(m, NULL, ...) on the same batch first");
+        CHECK(m->ws->hidden_T == b->T, "decoder_logprob needs decoder_forward(m, NULL, ...) on the same batch first");
         hid = m->ws->hidden;
     }
     for (int64_t t = 0; t < b->T; t++)
         CHECK(targets[t] < d.V, "target %d at %lld outside vocab [0, %lld)", targets[t], (long long)t, (long long)d.V);
-    logprob_head_forward(logp, entropy, lse, hid, qwen3_lm_head(m), targets, b->T, d.H, d.V, temperature);
+    logprob_head_forward(logp, entropy, lse, hid, decoder_lm_head(m), targets, b->T, d.H, d.V, temperature);
     if (a) {
         a->have_head = 1;
         a->have_ent = entropy != NULL;
@@ -432,10 +432,10 @@ void qwen3_logprob(qwen3_model *m, qwen3_acts *a, const qwen3_batch *b, const in
     }
 }
 
-void qwen3_backward(qwen3_model *m, qwen3_acts *a, const qwen3_batch *b, const int32_t *targets, float temperature,
+void decoder_backward(decoder_model *m, decoder_acts *a, const decoder_batch *b, const int32_t *targets, float temperature,
                     const float *dlogp, const float *dentropy, param_set *grads) {
     CHECK(a && a->have_forward && a->have_head && a->T == b->T,
-          "qwen3_backward needs qwen3_forward and qwen3_logprob with acts on the same batch first");
+          "decoder_backward needs decoder_forward and decoder_logprob with acts on the same batch first");
     CHECK(temperature == a->head_temperature, "temperature %g != forward's %g", temperature, a->head_temperature);
     CHECK(m->get_grad_block || (grads && grads->layout->numel == m->pl->numel), "grads layout: %lld != %lld elements",
           grads ? (long long)grads->layout->numel : -1LL, (long long)m->pl->numel);
@@ -446,7 +446,7 @@ void qwen3_backward(qwen3_model *m, qwen3_acts *a, const qwen3_batch *b, const i
 
     // head, then final norm
     zero_par(a->dhid, T * H);
-    const float *w_head = qwen3_lm_head(m);
+    const float *w_head = decoder_lm_head(m);
     float *g_head = tied ? grad_block(m, grads, 0) : grad_block(m, grads, nb - 1) + H;
     logprob_head_backward_ent(a->dhid, g_head, dlogp, dentropy, a->have_ent ? a->head_ent : NULL, a->hidden,
                               w_head, targets, a->head_lse, T, H, d.V, temperature);
@@ -503,7 +503,7 @@ void qwen3_backward(qwen3_model *m, qwen3_acts *a, const qwen3_batch *b, const i
 
 // ---- per-layer pieces for the rollout engine ------------------------------------------------------------------
 
-void qwen3_layer_qkv(const qwen3_model *m, int layer, const float *x, const int32_t *pos, int64_t T, float *q, float *k,
+void decoder_layer_qkv(const decoder_model *m, int layer, const float *x, const int32_t *pos, int64_t T, float *q, float *k,
                      float *v) {
     CHECK(layer >= 0 && layer < m->cfg->num_hidden_layers, "layer %d", layer);
     for (int64_t t = 0; t < T; t++) CHECK(pos[t] >= 0 && pos[t] < m->rope.max_pos, "pos[%lld]=%d", (long long)t, pos[t]);
@@ -518,7 +518,7 @@ void qwen3_layer_qkv(const qwen3_model *m, int layer, const float *x, const int3
     layer_qkv(m, &lw, &la, pos, T);
 }
 
-void qwen3_layer_out(const qwen3_model *m, int layer, float *x, const float *attn, int64_t T) {
+void decoder_layer_out(const decoder_model *m, int layer, float *x, const float *attn, int64_t T) {
     CHECK(layer >= 0 && layer < m->cfg->num_hidden_layers, "layer %d", layer);
     ws_reserve(m, T);
     layer_weights lw;
@@ -529,17 +529,17 @@ void qwen3_layer_out(const qwen3_model *m, int layer, float *x, const float *att
     layer_out(m, &lw, &la, x, T);
 }
 
-void qwen3_final_norm(const qwen3_model *m, float *hidden, const float *x, int64_t T) {
+void decoder_final_norm(const decoder_model *m, float *hidden, const float *x, int64_t T) {
     ws_reserve(m, T);
     rmsnorm_forward(hidden, m->ws->rstd_f, x, final_norm_w(m), T, m->cfg->hidden_size, m->cfg->rms_norm_eps);
 }
 
-void qwen3_embed(const qwen3_model *m, float *x, const int32_t *tokens, int64_t T) {
+void decoder_embed(const decoder_model *m, float *x, const int32_t *tokens, int64_t T) {
     for (int64_t t = 0; t < T; t++)
         CHECK(tokens[t] >= 0 && tokens[t] < m->cfg->vocab_size, "token %d at %lld outside vocab", tokens[t], (long long)t);
     embedding_forward(x, tokens, embed_w(m), T, m->cfg->hidden_size);
 }
 
-void qwen3_logits(const qwen3_model *m, float *logits, const float *hidden, int64_t T) {
-    logits_forward(logits, hidden, qwen3_lm_head(m), T, m->cfg->hidden_size, m->cfg->vocab_size);
+void decoder_logits(const decoder_model *m, float *logits, const float *hidden, int64_t T) {
+    logits_forward(logits, hidden, decoder_lm_head(m), T, m->cfg->hidden_size, m->cfg->vocab_size);
 }
