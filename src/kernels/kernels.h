@@ -17,6 +17,8 @@
 #define KERNELS_PAR_MIN 16384
 #include <stdint.h>
 
+#include "model/config.h"
+
 // ---- matmul: out (T, OC) = inp (T, C) @ w^T, w (OC, C) -----------------------------------------------
 void matmul_forward(float *out, const float *inp, const float *w, int64_t T, int64_t C, int64_t OC);
 void matmul_forward_ref(float *out, const float *inp, const float *w, int64_t T, int64_t C, int64_t OC);
@@ -54,6 +56,10 @@ void rope_table_init(rope_table *rt, int max_pos, int head_dim, double theta);
 void rope_table_free(rope_table *rt);
 // inv_freq (head_dim/2) exactly as torch 1.13 (CPU) computes it in float32; used by rope_table_init.
 void rope_inv_freq(float *inv_freq, int head_dim, double theta);
+// inv_freq (head_dim/2) of a RoPE type (default, linear, dynamic, llama3, yarn), in transformers' float32 order.
+void rope_inv_freq_params(float *inv_freq, int head_dim, const rope_params *rp);
+// A table from rope_params: its inv_freq, with cos and sin multiplied by rp->attention_factor (yarn).
+void rope_table_init_params(rope_table *rt, int max_pos, int head_dim, const rope_params *rp);
 // x (T, n_heads, D) rotated in place by pos (T).
 void rope_forward(float *x, const int32_t *pos, const rope_table *rt, int64_t T, int64_t n_heads);
 // dx (T, n_heads, D): in place, the gradient through the rotation (its transpose).
@@ -84,6 +90,19 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout, cons
 void attention_backward_ref(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,
                             const float *q, const float *k, const float *v,
                             const int32_t *cu_seqlens, int n_seqs, int nh, int nkv, int D);
+// The same with the softmax scale given (Gemma 3: query_pre_attn_scalar^-1/2) and a sliding window: with
+// window > 0 query i sees keys j with i - window < j <= i of its own sequence (HF masking_utils), and a query
+// block visits only the key blocks that reach into its window; window 0 is plain causal attention.
+void attention_forward_sw(float *out, float *lse, const float *q, const float *k, const float *v,
+                          const int32_t *cu_seqlens, int n_seqs, int nh, int nkv, int D, float scale, int window);
+void attention_forward_sw_ref(float *out, float *lse, const float *q, const float *k, const float *v,
+                              const int32_t *cu_seqlens, int n_seqs, int nh, int nkv, int D, float scale, int window);
+void attention_backward_sw(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,
+                           const float *q, const float *k, const float *v, const int32_t *cu_seqlens, int n_seqs, int nh,
+                           int nkv, int D, float scale, int window);
+void attention_backward_sw_ref(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,
+                               const float *q, const float *k, const float *v, const int32_t *cu_seqlens, int n_seqs,
+                               int nh, int nkv, int D, float scale, int window);
 
 // ---- fused log-prob / entropy head ----------------------------------------------------------------------
 // z = (hidden @ w^T) / temperature over the vocabulary, streamed in chunks of tokens and of the
