@@ -48,6 +48,7 @@ static void tiny_init(tiny_model *t, backend_ctx *be, int V, int H, int I, int L
     c->max_window_layers = L;
     c->initializer_range = 0.02f;
     snprintf(c->torch_dtype, sizeof c->torch_dtype, "float32");
+    model_config_finalize(c);
     param_layout_init(&t->pl, c);
     param_set_init(&t->ps, &t->pl);
     tl_rng r;

@@ -197,32 +197,69 @@ static void forward_tokens(rollout_engine *e, int64_t T, const int32_t *bt_all, 
     const model_config *c = m->cfg;
     const int64_t H = c->hidden_size, D = c->head_dim, nh = c->num_attention_heads, nkv = c->num_key_value_heads;
     const int64_t QD = nh * D, KD = nkv * D, I = c->intermediate_size;
-    const float eps = c->rms_norm_eps;
+    const float eps = c->rms_norm_eps, w_off = c->norm_plus_one ? 1.0f : 0.0f;
+    // paged attention scales scores by D^-1/2; another softmax scale (Gemma 3) is folded into q
+    const float q_scale = c->attn_scale * sqrtf((float)D);
+    const int rescale_q = fabsf(q_scale - 1.0f) > 1e-7f;
     decoder_embed(m, e->x, e->tok, T);
     for (int l = 0; l < c->num_hidden_layers; l++) {
         float *base = block_base(m, 1 + l);
         const int64_t off = m->pl->block_off[1 + l];
+        const rope_table *rt = decoder_rope(m, l);
         layer_weights lw;
         param_layer_view(m->pl, base, &lw);
-        rmsnorm_forward(e->xn, e->rstd, e->x, lw.in_norm, T, H, eps);
-        const rowgemm_out qkv[3] = {mm_out(e, e->q, QD, lw.wq, base, off, QD), mm_out(e, e->k, KD, lw.wk, base, off, KD),
+        rmsnorm_forward_off(e->xn, e->rstd, e->x, lw.in_norm, w_off, T, H, eps);
+        float *qp = c->qk_norm ? e->q : e->qn, *kp = c->qk_norm ? e->k : e->kn;   // without q/k norms: straight to RoPE
+        const rowgemm_out qkv[3] = {mm_out(e, qp, QD, lw.wq, base, off, QD), mm_out(e, kp, KD, lw.wk, base, off, KD),
                                     mm_out(e, e->v, KD, lw.wv, base, off, KD)};
         mm(e, qkv, 3, e->xn, T, H, 0);
-        rmsnorm_forward(e->qn, e->rstd, e->q, lw.q_norm, T * nh, D, eps);
-        rmsnorm_forward(e->kn, e->rstd, e->k, lw.k_norm, T * nkv, D, eps);
-        rope_forward(e->qn, e->pos, &m->rope, T, nh);
-        rope_forward(e->kn, e->pos, &m->rope, T, nkv);
+        if (lw.bq) {
+            bias_forward(qp, lw.bq, T, QD);
+            bias_forward(kp, lw.bk, T, KD);
+            bias_forward(e->v, lw.bv, T, KD);
+        }
+        if (c->qk_norm) {
+            rmsnorm_forward_off(e->qn, e->rstd, e->q, lw.q_norm, w_off, T * nh, D, eps);
+            rmsnorm_forward_off(e->kn, e->rstd, e->k, lw.k_norm, w_off, T * nkv, D, eps);
+        }
+        rope_forward(e->qn, e->pos, rt, T, nh);
+        rope_forward(e->kn, e->pos, rt, T, nkv);
+        if (rescale_q)
+            for (int64_t i = 0; i < T * QD; i++) e->qn[i] *= q_scale;
         paged_kv_write(&e->kc, l, e->kn, e->v, bt_all, bt_stride, e->tok_seq, e->pos, T);
         paged_attention_forward(e->att, e->qn, &e->kc, l, bt_all, bt_stride, e->tok_seq, e->pos, T, (int)nh);
-        const rowgemm_out o_proj = mm_out(e, e->x, H, lw.wo, base, off, H);
-        mm(e, &o_proj, 1, e->att, T, QD, 1);   // x += o_proj(attn)
-        rmsnorm_forward(e->xn, e->rstd, e->x, lw.post_norm, T, H, eps);
+        if (c->sandwich_norm) {   // x += post_attn_norm(o_proj(attn)); xn = pre_ff_norm(x)
+            const rowgemm_out o_proj = mm_out(e, e->xn, H, lw.wo, base, off, H);
+            mm(e, &o_proj, 1, e->att, T, QD, 0);
+            if (lw.bo) bias_forward(e->xn, lw.bo, T, H);
+            rmsnorm_forward_off(e->xn, e->rstd, e->xn, lw.post_norm, w_off, T, H, eps);
+            residual_forward(e->x, e->x, e->xn, T * H);
+            rmsnorm_forward_off(e->xn, e->rstd, e->x, lw.pre_ff_norm, w_off, T, H, eps);
+        } else {
+            const rowgemm_out o_proj = mm_out(e, e->x, H, lw.wo, base, off, H);
+            mm(e, &o_proj, 1, e->att, T, QD, 1);   // x += o_proj(attn)
+            if (lw.bo) bias_forward(e->x, lw.bo, T, H);
+            rmsnorm_forward_off(e->xn, e->rstd, e->x, lw.post_norm, w_off, T, H, eps);
+        }
         const rowgemm_out gate_up[2] = {mm_out(e, e->gate, I, lw.w_gate, base, off, I),
                                         mm_out(e, e->up, I, lw.w_up, base, off, I)};
         mm(e, gate_up, 2, e->xn, T, H, 0);
-        swiglu_forward(e->act, e->gate, e->up, T * I);
-        const rowgemm_out down = mm_out(e, e->x, H, lw.w_down, base, off, H);
-        mm(e, &down, 1, e->act, T, I, 1);   // x += mlp
+        if (lw.b_gate) {
+            bias_forward(e->gate, lw.b_gate, T, I);
+            bias_forward(e->up, lw.b_up, T, I);
+        }
+        glu_forward(e->act, e->gate, e->up, T * I, c->hidden_act);
+        if (c->sandwich_norm) {   // x += post_ff_norm(down(act))
+            const rowgemm_out down = mm_out(e, e->xn, H, lw.w_down, base, off, H);
+            mm(e, &down, 1, e->act, T, I, 0);
+            if (lw.b_down) bias_forward(e->xn, lw.b_down, T, H);
+            rmsnorm_forward_off(e->xn, e->rstd, e->xn, lw.post_ff_norm, w_off, T, H, eps);
+            residual_forward(e->x, e->x, e->xn, T * H);
+        } else {
+            const rowgemm_out down = mm_out(e, e->x, H, lw.w_down, base, off, H);
+            mm(e, &down, 1, e->act, T, I, 1);   // x += mlp
+            if (lw.b_down) bias_forward(e->x, lw.b_down, T, H);
+        }
     }
 }
 
@@ -252,6 +289,7 @@ static void logits_rows(rollout_engine *e, int64_t R) {
     } else {
         rowgemm_forward(e->logits, V, e->hid, w, R, H, V, 0);
     }
+    logits_softcap(e->logits, R * V, c->final_logit_softcapping);
 }
 
 // ---- scheduling -----------------------------------------------------------------------------------------
@@ -444,7 +482,7 @@ static int64_t step(gen_state *g, int n_prompts, feed_t *feeds, int *joiners, in
     const int Rf = R;
     if (Rf > 0) {
         const float *fn = block_base(e->m, e->m->pl->n_blocks - 1);
-        rmsnorm_forward(e->hid, e->rstd, e->xs, fn, Rf, H, c->rms_norm_eps);
+        rmsnorm_forward_off(e->hid, e->rstd, e->xs, fn, c->norm_plus_one ? 1.0f : 0.0f, Rf, H, c->rms_norm_eps);
     }
     for (int r = 0; r < Rf; r++) {   // a leader that finished the prompt publishes its prefix
         const int si = row_seq[r];
