@@ -430,7 +430,7 @@ void model_config_parse(model_config *cfg, const char *json_text, const char *pa
     if (!get(root, "sliding_window") && fd.sliding_window > 0 && (gemma || !strcmp(cfg->model_type, "mistral")))
         cfg->sliding_window = fd.sliding_window;   // the class default applies only when the key is absent
     cfg->max_window_layers = opt_int(root, path, "max_window_layers", 0, 1 << 16,
-                                     !strcmp(cfg->model_type, "qwen2") ? 28 : cfg->num_hidden_layers);
+                                     28);   // Qwen2Config and Qwen3Config default
     cfg->sliding_window_pattern = opt_int(root, path, "sliding_window_pattern", 1, 1 << 16, 6);
     parse_layer_types(cfg, root, path);
     for (int l = 0; l < cfg->num_hidden_layers; l++)
