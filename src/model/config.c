@@ -336,10 +336,11 @@ void model_config_parse(model_config *cfg, const char *json_text, const char *pa
     cfg->num_hidden_layers = opt_int(root, path, "num_hidden_layers", 1, MODEL_MAX_LAYERS, fd.L);
     cfg->num_attention_heads = opt_int(root, path, "num_attention_heads", 1, 1 << 16, fd.nh);
     cfg->num_key_value_heads = opt_int(root, path, "num_key_value_heads", 1, 1 << 16, fd.nkv ? fd.nkv : cfg->num_attention_heads);
-    // head_dim: explicit, else H / nh (Gemma 3's class default is 256)
+    // head_dim: explicit, else the class default (Gemma 3: 256, Qwen3: 128), else H / nh
     const cJSON *hd = get(root, "head_dim");
     if (is_null_or_absent(hd)) {
         if (gemma) cfg->head_dim = 256;
+        else if (!strcmp(cfg->model_type, "qwen3")) cfg->head_dim = 128;   // Qwen3Config's default
         else {
             if (cfg->hidden_size % cfg->num_attention_heads != 0)
                 rlc_die("%s: key \"hidden_size\" = %d is not a multiple of num_attention_heads = %d (and head_dim is absent)",
