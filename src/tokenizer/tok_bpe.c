@@ -1,5 +1,5 @@
-// tok_bpe.c: the BPE model on one pre-tokenized word: a merge loop over a binary min-heap keyed on
-// (merge rank, symbol position), O(n log n) per word and the same merge order as HF's word.rs
+// tok_bpe.c: the BPE model on one pre-tokenized word (byte-level symbols, or chars with unk_token /
+// fuse_unk / byte_fallback as HF's BPE::merge_word): a merge loop over a binary min-heap keyed on (merge rank, symbol position), O(n log n) per word and the same merge order as HF's word.rs
 // merge_all (lowest rank first, leftmost on ties, stale heap entries skipped), plus a bounded word
 // cache owned by the tokenizer.
 #include <string.h>
@@ -209,7 +209,18 @@ void tok_bpe_word(rlc_tokenizer *t, const char *p, size_t n, rlc_ivec *out) {
             unsigned char b = (unsigned char)p[i];
             size_t k = b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
             if (i + k > n) k = n - i;
-            add_sym(t, tok_strmap_get(&t->vocab, p + i, k), sym, &ns, &unk);
+            int32_t id = tok_strmap_get(&t->vocab, p + i, k);
+            if (id < 0 && t->byte_fallback) {
+                // <0xNN> per UTF-8 byte when all exist (HF pushes them without flushing a pending unk)
+                size_t j = 0;
+                while (j < k && t->fb_id[(unsigned char)p[i + j]] >= 0) j++;
+                if (j == k) {
+                    for (j = 0; j < k; j++) sym[ns++] = t->fb_id[(unsigned char)p[i + j]];
+                    i += k;
+                    continue;
+                }
+            }
+            add_sym(t, id, sym, &ns, &unk);
             i += k;
         }
     }

@@ -450,27 +450,6 @@ static int jbool(const cJSON *o, const char *k, int def, const char *name, const
     return cJSON_IsTrue(v);
 }
 
-static void load_normalizer(rlc_tokenizer *t, const cJSON *n, int depth) {
-    if (!n || cJSON_IsNull(n)) return;
-    const char *ty = jtype(n);
-    if (!ty) rlc_die("%s: normalizer has no \"type\"", t->name);
-    int k = 0;
-    if (!strcmp(ty, "NFC")) k = TOK_NORM_NFC;
-    else if (!strcmp(ty, "NFD")) k = TOK_NORM_NFD;
-    else if (!strcmp(ty, "NFKC")) k = TOK_NORM_NFKC;
-    else if (!strcmp(ty, "NFKD")) k = TOK_NORM_NFKD;
-    else if (!strcmp(ty, "Sequence") && depth == 0) {
-        const cJSON *arr = cJSON_GetObjectItemCaseSensitive(n, "normalizers"), *it;
-        if (!cJSON_IsArray(arr)) rlc_die("%s: normalizer Sequence needs a \"normalizers\" list", t->name);
-        cJSON_ArrayForEach(it, arr) load_normalizer(t, it, depth + 1);
-        return;
-    } else {
-        rlc_die("%s: unsupported normalizer type '%s' (rlc supports NFC, NFD, NFKC, NFKD and Sequence)", t->name, ty);
-    }
-    if (t->n_norm >= 8) rlc_die("%s: more than 8 normalizers", t->name);
-    t->norm[t->n_norm++] = k;
-}
-
 static const char GPT2_PATTERN[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
 static void load_pretok(rlc_tokenizer *t, const cJSON *n, int depth) {
@@ -503,16 +482,33 @@ static void load_pretok(rlc_tokenizer *t, const cJSON *n, int depth) {
         else if (!strcmp(bs, "Contiguous")) st->behavior = TOK_SPLIT_CONTIGUOUS;
         else rlc_die("%s: pre_tokenizer Split: unknown behavior '%s'", t->name, bs);
         st->invert = jbool(n, "invert", 0, t->name, "pre_tokenizer Split");
-        st->kind = 0;
+        st->kind = TOK_PRE_SPLIT;
+    } else if (!strcmp(ty, "Metaspace")) {
+        // SentencePiece's space handling: ' ' -> replacement (U+2581), a prepended replacement by
+        // prepend_scheme, and with split=true a new piece at every replacement char
+        st->kind = TOK_PRE_METASPACE;
+        const cJSON *r = cJSON_GetObjectItemCaseSensitive(n, "replacement");
+        size_t rl = cJSON_IsString(r) ? strlen(r->valuestring) : 0, i = 0;
+        uint32_t cp;
+        if (!rl || rl > 4 || !tok_utf8_next(r->valuestring, rl, &i, &cp) || i != rl)
+            rlc_die("%s: pre_tokenizer Metaspace needs \"replacement\": one character", t->name);
+        memcpy(st->repl, r->valuestring, rl + 1);
+        st->repl_len = (int)rl;
+        st->prepend = tok_metaspace_scheme(n, t->name, "pre_tokenizer Metaspace");
+        st->split = jbool(n, "split", 1, t->name, "pre_tokenizer Metaspace");
+        if (st->split) {
+            tok_step_compile_regex(st, st->repl, 1, t->name);
+            st->behavior = TOK_SPLIT_MERGED_NEXT;
+        }
     } else if (!strcmp(ty, "ByteLevel")) {
-        st->kind = 1;
+        st->kind = TOK_PRE_BYTELEVEL;
         st->add_prefix_space = jbool(n, "add_prefix_space", 1, t->name, "pre_tokenizer ByteLevel");
         st->use_regex = jbool(n, "use_regex", 1, t->name, "pre_tokenizer ByteLevel");
         if (st->use_regex) tok_step_compile_regex(st, GPT2_PATTERN, 0, t->name);
         st->behavior = TOK_SPLIT_ISOLATED;
         t->byte_level = 1;
     } else {
-        rlc_die("%s: unsupported pre_tokenizer type '%s' (rlc supports Split, ByteLevel and Sequence)", t->name, ty);
+        rlc_die("%s: unsupported pre_tokenizer type '%s' (rlc supports Split, ByteLevel, Metaspace and Sequence)", t->name, ty);
     }
     t->n_steps++;
 }
@@ -559,13 +555,6 @@ static void load_post(rlc_tokenizer *t, const cJSON *n, int depth) {
         return;
     }
     rlc_die("%s: unsupported post_processor type '%s' (rlc supports ByteLevel, TemplateProcessing and Sequence)", t->name, ty);
-}
-
-static void load_decoder(rlc_tokenizer *t, const cJSON *n) {
-    if (!n || cJSON_IsNull(n)) { t->dec_bytelevel = 0; return; }
-    const char *ty = jtype(n);
-    if (ty && !strcmp(ty, "ByteLevel")) { t->dec_bytelevel = 1; return; }
-    rlc_die("%s: unsupported decoder type '%s' (rlc supports ByteLevel)", t->name, ty ? ty : "(none)");
 }
 
 static void load_added(rlc_tokenizer *t, const cJSON *arr) {
@@ -676,7 +665,7 @@ void tok_load_json(rlc_tokenizer *t, const char *json, size_t len) {
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(model, "dropout");
     if (x && !cJSON_IsNull(x) && !(cJSON_IsNumber(x) && x->valuedouble == 0))
         rlc_die("%s: model.dropout is not supported (BPE dropout makes encoding random)", t->name);
-    if (jbool(model, "byte_fallback", 0, t->name, "model")) rlc_die("%s: model.byte_fallback=true is not supported", t->name);
+    t->byte_fallback = jbool(model, "byte_fallback", 0, t->name, "model");
     x = cJSON_GetObjectItemCaseSensitive(model, "continuing_subword_prefix");
     if (x && !cJSON_IsNull(x) && !(cJSON_IsString(x) && !x->valuestring[0]))
         rlc_die("%s: model.continuing_subword_prefix is not supported", t->name);
@@ -694,10 +683,10 @@ void tok_load_json(rlc_tokenizer *t, const char *json, size_t len) {
         if (t->unk_id < 0) rlc_die("%s: model.unk_token '%s' is not in the vocab", t->name, x->valuestring);
     }
     load_added(t, cJSON_GetObjectItemCaseSensitive(root, "added_tokens"));
-    load_normalizer(t, cJSON_GetObjectItemCaseSensitive(root, "normalizer"), 0);
+    tok_load_normalizer(t, cJSON_GetObjectItemCaseSensitive(root, "normalizer"), 0);
     load_pretok(t, cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"), 0);
     load_post(t, cJSON_GetObjectItemCaseSensitive(root, "post_processor"), 0);
-    load_decoder(t, cJSON_GetObjectItemCaseSensitive(root, "decoder"));
+    tok_load_decoder(t, cJSON_GetObjectItemCaseSensitive(root, "decoder"));
     cJSON_Delete(root);
     free(rest);
 }

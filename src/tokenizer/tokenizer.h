@@ -71,13 +71,22 @@ void rlc_tok_decode(const rlc_tokenizer *t, const int32_t *ids, int64_t n, int s
 char *rlc_tok_decode_str(const rlc_tokenizer *t, const int32_t *ids, int64_t n, int skip_special);
 
 // Streaming decode for generation: feed ids one at a time; each call appends the text that is now
-// complete (a UTF-8 sequence split across tokens is held back until it completes or proves invalid).
-// The concatenation of all pushes and the final finish equals rlc_tok_decode of the same ids.
+// final. Text a later token could still change is held back: an incomplete UTF-8 sequence, a run of
+// byte-fallback <0xNN> tokens (until a non-byte token closes it), a tail a Strip/Replace after Fuse or
+// clean_up_tokenization_spaces may still rewrite. The concatenation of all pushes and the final
+// finish equals rlc_tok_decode of the same ids (which is implemented as exactly that).
+// finish releases the stream's buffers and resets it for reuse.
 typedef struct {
-    unsigned char pend[8];   // bytes of an incomplete UTF-8 sequence
-    int npend;
     int skip_special;
-    int64_t n_tokens;        // tokens seen that produced text (for the no-decoder " " join)
+    const struct rlc_tokenizer *t;   // set by push
+    int64_t n_tokens;                // tokens that reached the end of the chain (no-decoder " " join)
+    int64_t step_tokens[8];          // tokens seen by each decoder step (Fuse, Metaspace's first token)
+    int strip_left[8];               // Strip after Fuse: content chars stripped at the start (-1: done)
+    rlc_strbuf bytes;                // ByteFallback: the open run of <0xNN> bytes
+    rlc_strbuf hold[8];              // Replace / Strip after Fuse: the held-back tail
+    unsigned char pend[8];           // bytes of an incomplete UTF-8 sequence
+    int npend;
+    rlc_strbuf clean;                // clean_up_tokenization_spaces: the held-back tail
 } rlc_tok_stream;
 void rlc_tok_stream_init(rlc_tok_stream *s, int skip_special);
 // Returns the number of bytes appended.
