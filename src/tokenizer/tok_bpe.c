@@ -153,7 +153,7 @@ static void merge_ref(const rlc_tokenizer *t, int32_t *sym, int64_t *ns) {
     }
 }
 
-void tok_bpe_word(rlc_tokenizer *t, const char *p, size_t n, rlc_ivec *out) {
+static void bpe_word(rlc_tokenizer *t, const char *p, size_t n, rlc_ivec *out) {
     if (n == 0) return;
     tok_cache *c = &t->cache;
     uint64_t h = 0;
@@ -265,4 +265,69 @@ void tok_bpe_word(rlc_tokenizer *t, const char *p, size_t n, rlc_ivec *out) {
     for (int64_t i = 0; i < ns; i++)
         if (sym[i] >= 0) rlc_iv_push(out, sym[i]);
     if (use_cache) cache_put(c, h, p, n, out->v + start, out->n - start);
+}
+
+void tok_bpe_prepare(rlc_tokenizer *t) {
+    t->wsplit_len = 0;
+    // only where merges alone decide (ignore_merges looks the whole word up) and unk runs cannot fuse
+    // across a cut (byte fallback covers every byte, or no fuse_unk)
+    int all_fb = t->byte_fallback;
+    for (int b = 0; b < 256 && all_fb; b++) all_fb = t->fb_id[b] >= 0;
+    if (t->ignore_merges || t->byte_level || (t->unk_id >= 0 && t->fuse_unk && !all_fb)) return;
+    const char *x = NULL;
+    for (int i = 0; i < t->n_norm && !x; i++)
+        if (t->norm[i].kind == TOK_NORM_REPLACE && t->norm[i].pat && !strcmp(t->norm[i].pat, " ")) x = t->norm[i].content;
+    for (int i = 0; i < t->n_steps && !x; i++)
+        if (t->steps[i].kind == TOK_PRE_METASPACE) x = t->steps[i].repl;
+    size_t xl = x ? strlen(x) : 0;
+    if (!xl || xl > 4) return;
+    int nk = 0;
+    for (uint64_t i = 0; i < t->vocab.cap; i++) {
+        if (!t->vocab.slot[i].key) continue;
+        const char *s = t->vocab.arena + t->vocab.slot[i].key - 1;
+        uint32_t len;
+        memcpy(&len, s - 4, 4);
+        if (len <= xl) continue;
+        for (const char *q = s + 1; (q = memmem(q, (size_t)(s + len - q), x, xl)) != NULL; q += xl) {
+            size_t k = (size_t)(q - s) - 1;   // the char before it
+            while (k > 0 && ((unsigned char)s[k] & 0xC0) == 0x80) k--;
+            size_t j = k;
+            uint32_t cp;
+            if (!tok_utf8_next(s, (size_t)(q - s), &j, &cp)) return;
+            int seen = 0;
+            for (int m = 0; m < nk; m++) seen |= t->wsplit_keep[m] == cp;
+            if (seen) continue;
+            if (nk == 64) return;   // too many: no cutting
+            t->wsplit_keep[nk++] = cp;
+        }
+    }
+    memcpy(t->wsplit, x, xl);
+    t->wsplit_len = (int)xl;
+    t->n_wsplit_keep = nk;
+}
+
+void tok_bpe_word(rlc_tokenizer *t, const char *p, size_t n, rlc_ivec *out) {
+    if (!t->wsplit_len) { bpe_word(t, p, n, out); return; }
+    const size_t xl = (size_t)t->wsplit_len;
+    size_t start = 0, i = 0;
+    while (i < n) {
+        const char *q = memmem(p + i, n - i, t->wsplit, xl);
+        if (!q) break;
+        size_t at = (size_t)(q - p);
+        if (at > start) {
+            size_t k = at - 1;
+            while (k > start && ((unsigned char)p[k] & 0xC0) == 0x80) k--;
+            size_t j = k;
+            uint32_t cp = 0;
+            tok_utf8_next(p, at, &j, &cp);
+            int keep = 0;
+            for (int m = 0; m < t->n_wsplit_keep; m++) keep |= t->wsplit_keep[m] == cp;
+            if (!keep) {
+                bpe_word(t, p + start, at - start, out);
+                start = at;
+            }
+        }
+        i = at + xl;
+    }
+    bpe_word(t, p + start, n - start, out);
 }

@@ -118,6 +118,11 @@ struct rlc_tokenizer {
     int fuse_unk;
     int byte_fallback;               // an unknown char becomes its <0xNN> byte tokens
     int32_t fb_id[256];              // vocab id of "<0xNN>" (-1 if absent)
+    // SentencePiece files feed whole segments to BPE (spaces became "▁"). A merge can only cross the
+    // boundary before a "▁" if some vocab token has "▁" right after the char before it, so words are
+    // cut before every other "▁" (tok_bpe_prepare): same ids, short words, word-cache hits.
+    char wsplit[5]; int wsplit_len;  // the "▁" (normalizer Replace(" ") / Metaspace replacement); 0: off
+    uint32_t wsplit_keep[64]; int n_wsplit_keep;   // chars that a vocab token has right before it
     int byte_level;                  // the pre-tokenizer maps bytes through bytes_to_unicode
     int32_t byte_id[256];            // vocab id of each byte's byte-level char (-1 if absent)
     uint32_t byte_char[256];         // bytes_to_unicode
@@ -175,6 +180,7 @@ int64_t tok_split_apply(const tok_pretok_step *st, const char *p, size_t n, tok_
 void tok_bpe_word(rlc_tokenizer *t, const char *p, size_t n, rlc_ivec *out);
 void tok_cache_init(tok_cache *c, int64_t capacity);
 void tok_cache_free(tok_cache *c);
+void tok_bpe_prepare(rlc_tokenizer *t);   // after the vocab, normalizer and pre-tokenizer are loaded
 // tokenizer.c
 int tok_is_white_space(uint32_t c);
 // One UTF-8 sequence at p[*i]: 1 valid (*cp set), 0 invalid (*i skips the maximal subpart), -1 a valid

@@ -170,6 +170,7 @@ static void finish_load(rlc_tokenizer *t) {
         t->fb_id[b] = tok_strmap_get(&t->vocab, u, 6);
     }
     tok_dec_table(t);
+    tok_bpe_prepare(t);
     t->sp.bos_id = t->sp.eos_id = t->sp.pad_id = -1;
     tok_cache_init(&t->cache, t->opts.bpe_ref ? -1 : t->opts.cache_capacity);
 }
@@ -547,4 +548,18 @@ void rlc_tok_encode_ex(rlc_tokenizer *t, const char *text, size_t len, int add_s
 
 void rlc_tok_encode(rlc_tokenizer *t, const char *text, size_t len, rlc_ivec *out) {
     rlc_tok_encode_ex(t, text, len, 0, out);
+}
+
+void rlc_tok_encode_chat(rlc_tokenizer *t, const char *rendered, size_t len, rlc_ivec *out) {
+    rlc_tok_encode_ex(t, rendered, len, 0, out);
+}
+void rlc_tok_encode_text(rlc_tokenizer *t, const char *text, size_t len, rlc_ivec *out) {
+    rlc_tok_encode_ex(t, text, len, 1, out);
+}
+int rlc_tok_special_template(const rlc_tokenizer *t, const int32_t **pre, int *n_pre, const int32_t **post, int *n_post) {
+    if (pre) *pre = t->post_pre;
+    if (n_pre) *n_pre = t->n_post_pre;
+    if (post) *post = t->post_post;
+    if (n_post) *n_post = t->n_post_post;
+    return t->n_post_pre;
 }

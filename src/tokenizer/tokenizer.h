@@ -64,6 +64,21 @@ void rlc_tok_free(rlc_tokenizer *t);
 void rlc_tok_encode(rlc_tokenizer *t, const char *text, size_t len, rlc_ivec *out);
 void rlc_tok_encode_ex(rlc_tokenizer *t, const char *text, size_t len, int add_special, rlc_ivec *out);
 
+// The two ways a prompt becomes ids, as transformers does them (spec models.md §5.4):
+//   - a chat prompt already rendered by the checkpoint's template: rlc_tok_encode_chat, which is
+//     apply_chat_template(tokenize=True), i.e. encode(rendered, add_special_tokens=False). Templates
+//     that need a BOS (Llama 3.x, Gemma 3, Mistral) write it as text (`{{ bos_token }}`), so adding
+//     the post-processor's BOS as well would give two ([128000, 128000, ...] for Llama 3.x).
+//   - plain text (a base model's prompt, an SFT document): rlc_tok_encode_text, which is
+//     tokenizer(text) with add_special_tokens=True: the post-processor's template (e.g. Gemma's <bos>,
+//     Llama 3.1's <|begin_of_text|>, Mistral's <s>; Qwen adds nothing).
+// Both append to out.
+void rlc_tok_encode_chat(rlc_tokenizer *t, const char *rendered, size_t len, rlc_ivec *out);
+void rlc_tok_encode_text(rlc_tokenizer *t, const char *text, size_t len, rlc_ivec *out);
+// The ids the post-processor puts before / after the text (add_special_tokens=True). Returns the
+// count before; *pre / *post may be NULL.
+int rlc_tok_special_template(const rlc_tokenizer *t, const int32_t **pre, int *n_pre, const int32_t **post, int *n_post);
+
 // Decode ids to UTF-8 as HF `decode(ids, skip_special_tokens)`: ids without a token are dropped and
 // invalid UTF-8 becomes U+FFFD (Rust from_utf8_lossy). Appends to out.
 void rlc_tok_decode(const rlc_tokenizer *t, const int32_t *ids, int64_t n, int skip_special, rlc_strbuf *out);
