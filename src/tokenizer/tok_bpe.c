@@ -282,13 +282,14 @@ void tok_bpe_prepare(rlc_tokenizer *t) {
     size_t xl = x ? strlen(x) : 0;
     if (!xl || xl > 4) return;
     int nk = 0;
-    for (uint64_t i = 0; i < t->vocab.cap; i++) {
-        if (!t->vocab.slot[i].key) continue;
-        const char *s = t->vocab.arena + t->vocab.slot[i].key - 1;
+    for (size_t off = 0; off < t->vocab.arena_n;) {   // the arena in order: per key a uint32 length, bytes, NUL
         uint32_t len;
-        memcpy(&len, s - 4, 4);
+        memcpy(&len, t->vocab.arena + off, 4);
+        const char *s = t->vocab.arena + off + 4;
+        off += (size_t)len + 5;
         if (len <= xl) continue;
-        for (const char *q = s + 1; (q = memmem(q, (size_t)(s + len - q), x, xl)) != NULL; q += xl) {
+        for (const char *q = s + 1; (q = memchr(q, x[0], (size_t)(s + len - q))) != NULL; q++) {
+            if ((size_t)(s + len - q) < xl || memcmp(q, x, xl)) continue;
             size_t k = (size_t)(q - s) - 1;   // the char before it
             while (k > 0 && ((unsigned char)s[k] & 0xC0) == 0x80) k--;
             size_t j = k;

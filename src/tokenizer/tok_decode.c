@@ -155,7 +155,8 @@ void tok_dec_free(rlc_tokenizer *t) {
 static void replace_all(const char *p, size_t n, const char *pat, size_t pl, const char *c, size_t cl, rlc_strbuf *out) {
     size_t i = 0;
     while (i < n) {
-        const char *q = n - i >= pl ? memmem(p + i, n - i, pat, pl) : NULL;
+        const char *q = memchr(p + i, pat[0], n - i);   // memchr first: most tokens have no match
+        if (q && pl > 1) q = (size_t)(p + n - q) >= pl ? memmem(q, (size_t)(p + n - q), pat, pl) : NULL;
         if (!q) break;
         rlc_sb_append(out, p + i, (size_t)(q - (p + i)));
         rlc_sb_append(out, c, cl);

@@ -277,8 +277,9 @@ static const char *parse_vocab(rlc_tokenizer *t, const scan *s, const char *p, s
     int nb = 0;
     p = ws(s, p);
     if (p >= s->end || at(s, p) != '{') scan_die(s, p, "model.vocab must be an object");
-    // rough size estimate: vocab and merges share the rest of the file, ~40 bytes per vocab entry
-    tok_strmap_init(&t->vocab, (uint64_t)(size_hint / 80 + 16));
+    // rough size estimate: vocab and merges share the rest of the file (a low guess grows; a table too large for the
+    // caches makes every merge lookup at load slower)
+    tok_strmap_init(&t->vocab, (uint64_t)(size_hint / 128 + 16));
     p = ws(s, p + 1);
     if (at(s, p) == '}') { rlc_sb_free(&k); return p + 1; }
     for (;;) {
@@ -350,21 +351,26 @@ static void batch_flush(rlc_tokenizer *t, merge_batch *mb) {
         __builtin_prefetch(tok_strmap_slot0(&t->vocab, mb->hb[i]));
         __builtin_prefetch(tok_strmap_slot0(&t->vocab, mb->hab[i]));
     }
+    if ((t->mcount + (uint64_t)mb->n + 1) * 2 > t->mcap) merges_grow(t);
+    // the ids, then the merge table slots are prefetched before the inserts (both tables are many MB)
+    int32_t ia[MB], ib[MB], iab[MB];
     for (int i = 0; i < mb->n; i++) {
         const char *x = base + mb->off[i];
-        int32_t ia = tok_strmap_get_known_h(&t->vocab, x, mb->ln[i], mb->ha[i]);
-        int32_t ib = tok_strmap_get_known_h(&t->vocab, x + mb->ln[i], mb->rn[i], mb->hb[i]);
-        int32_t iab = tok_strmap_get_known_h(&t->vocab, x, mb->ln[i] + mb->rn[i], mb->hab[i]);
-        if (ia < 0) rlc_die("%s: model.merges[%lld]: token '%.*s' is not in the vocab", t->name, (long long)mb->rank[i], (int)mb->ln[i], x);
-        if (ib < 0)
+        ia[i] = tok_strmap_get_known_h(&t->vocab, x, mb->ln[i], mb->ha[i]);
+        ib[i] = tok_strmap_get_known_h(&t->vocab, x + mb->ln[i], mb->rn[i], mb->hb[i]);
+        iab[i] = tok_strmap_get_known_h(&t->vocab, x, mb->ln[i] + mb->rn[i], mb->hab[i]);
+        if (ia[i] < 0)
+            rlc_die("%s: model.merges[%lld]: token '%.*s' is not in the vocab", t->name, (long long)mb->rank[i], (int)mb->ln[i], x);
+        if (ib[i] < 0)
             rlc_die("%s: model.merges[%lld]: token '%.*s' is not in the vocab", t->name, (long long)mb->rank[i], (int)mb->rn[i],
                     x + mb->ln[i]);
-        if (iab < 0)
+        if (iab[i] < 0)
             rlc_die("%s: model.merges[%lld]: token '%.*s' is not in the vocab", t->name, (long long)mb->rank[i],
                     (int)(mb->ln[i] + mb->rn[i]), x);
-        if ((t->mcount + 1) * 2 > t->mcap) merges_grow(t);
-        merges_put(t, ia, ib, (uint32_t)mb->rank[i], iab);
+        uint64_t key = (uint64_t)(uint32_t)ia[i] << 32 | (uint32_t)ib[i];
+        __builtin_prefetch(&t->mslot[(key * 0x9E3779B97F4A7C15ull) >> 20 & (t->mcap - 1)], 1);
     }
+    for (int i = 0; i < mb->n; i++) merges_put(t, ia[i], ib[i], (uint32_t)mb->rank[i], iab[i]);
     mb->n = 0;
     rlc_sb_clear(&mb->buf);
 }
@@ -376,7 +382,7 @@ static const char *parse_merges(rlc_tokenizer *t, const scan *s, const char *p) 
     p = ws(s, p);
     if (p >= s->end || at(s, p) != '[') scan_die(s, p, "model.merges must be an array");
     uint64_t cap = 1 << 16;   // merges usually number about the vocab size
-    while (cap < t->vocab.count * 2) cap *= 2;
+    while (cap < t->vocab.count * 4) cap *= 2;   // merges number about the vocab: no regrowth at load
     merges_alloc(t, cap);
     p = ws(s, p + 1);
     int64_t rank = 0;
