@@ -4,6 +4,7 @@
 // Llama 3.1 (byte-level BPE), Gemma 3 and Mistral v0.1 (SentencePiece-style BPE). Never pass/fail.
 // Targets: load < 300 ms (Qwen3) / < 500 ms (Gemma 3's 33 MB file); encode >= 10x HF.
 // usage: build/bench/bench_tokenizer [TOKENIZER_DIR...] [--data GSM8K_TRAIN_JSONL] [--reps N]
+//        (the form TOKENIZER_DIR GSM8K_TRAIN_JSONL REPS also works)
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -127,6 +128,8 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--data") && i + 1 < argc) data = argv[++i];
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (strlen(argv[i]) > 6 && !strcmp(argv[i] + strlen(argv[i]) - 6, ".jsonl")) data = argv[i];   // the older
+        else if (argv[i][0] >= '0' && argv[i][0] <= '9' && !strchr(argv[i], '/')) reps = atoi(argv[i]);   // DIR DATA REPS form
         else if (nd < 16) dirs[nd++] = argv[i];
     }
     if (reps < 1) reps = 1;

@@ -19,6 +19,42 @@ static int ids_eq(const rlc_ivec *v, const int32_t *w, int64_t n) {
 }
 
 
+// Special ids (models.md §5.4): Gemma 3's stop list [1, 106] merged with the tokenizer's eos
+// <end_of_turn>; pad <pad> 0; GemmaTokenizer rebuilds the post-processor from add_bos_token /
+// add_eos_token as transformers does.
+static void test_specials(void) {
+    const char *d = NPM "tokenizer-gemma3/models";
+    if (!rlc_file_exists(d)) { tl_skip("%s absent: special ids skipped", d); return; }
+    rlc_tokenizer *t = rlc_tok_load(d, NULL);
+    const rlc_tok_special *sp = rlc_tok_specials(t);
+    TL_CHECK(sp->bos_id == 2 && sp->eos_id == 106 && sp->pad_id == 0 && !sp->pad_fallback && sp->bos_added,
+             "Gemma 3: bos 2, eos <end_of_turn> 106, pad 0, the post-processor adds <bos>");
+    char *tc = rlc_read_file(NPM "tokenizer-gemma3/models/tokenizer_config.json", NULL);
+    rlc_tok_apply_config(t, tc, "tokenizer_config.json", "{\"bos_token_id\": 2, \"eos_token_id\": [1, 106], \"pad_token_id\": 0}",
+                         "generation_config.json");
+    TL_CHECK(sp->n_stop == 2 && rlc_tok_is_stop(t, 1) && rlc_tok_is_stop(t, 106), "Gemma 3 stop ids {1, 106}");
+    // add_eos_token / add_bos_token as LlamaTokenizerFast/GemmaTokenizerFast.update_post_processor uses them
+    cJSON *c = cJSON_Parse(tc);
+    cJSON_ReplaceItemInObjectCaseSensitive(c, "add_bos_token", cJSON_CreateFalse());
+    cJSON_AddBoolToObject(c, "add_eos_token", 1);
+    cJSON_DeleteItemFromObjectCaseSensitive(c, "added_tokens_decoder");
+    char *tc2 = cJSON_PrintUnformatted(c);
+    rlc_tok_apply_config(t, tc2, "tokenizer_config.json", NULL, NULL);
+    rlc_ivec ids = {0};
+    rlc_tok_encode_text(t, "Hi", 2, &ids);
+    TL_CHECK(ids.n == 2 && ids.v[0] != 2 && ids.v[1] == 106 && !sp->bos_added, "add_bos_token false + add_eos_token true: 'Hi' <eos>");
+    rlc_tok_apply_config(t, tc, "tokenizer_config.json", NULL, NULL);
+    ids.n = 0;
+    rlc_tok_encode_text(t, "Hi", 2, &ids);
+    TL_CHECK(ids.n == 2 && ids.v[0] == 2 && sp->bos_added, "the file's config again: <bos> 'Hi'");
+    rlc_iv_free(&ids);
+    test_specials();
+    cJSON_Delete(c);
+    free(tc2);
+    free(tc);
+    rlc_tok_free(t);
+}
+
 int main(void) {
     if (!tt_have_node()) {
         tl_skip("node or the npm oracles absent (scripts/install-deps.sh): oracle comparisons skipped");

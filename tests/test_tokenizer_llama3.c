@@ -21,6 +21,39 @@ static int ids_eq(const rlc_ivec *v, const int32_t *w, int64_t n) {
 }
 
 
+// Special ids (models.md §5.4): Llama 3.1's generation_config.json stop list merged with the tokenizer's
+// eos; no pad, so pad falls back to the first generation eos as generate() does; BOS by the post-processor.
+static void test_specials(void) {
+    const char *d = NPM "tokenizer-llama3_1/models";
+    if (!rlc_file_exists(d)) { tl_skip("%s absent: special ids skipped", d); return; }
+    rlc_tokenizer *t = rlc_tok_load(d, NULL);
+    char *tc = rlc_read_file(NPM "tokenizer-llama3_1/models/tokenizer_config.json", NULL);
+    rlc_tok_apply_config(t, tc, "tokenizer_config.json",
+                         "{\"bos_token_id\": 128000, \"eos_token_id\": [128001, 128008, 128009], \"do_sample\": true, "
+                         "\"temperature\": 0.6, \"top_p\": 0.9}",
+                         "generation_config.json");
+    const rlc_tok_special *sp = rlc_tok_specials(t);
+    TL_CHECK(sp->bos_id == 128000 && sp->eos_id == 128009, "Llama 3.1 bos 128000, eos <|eot_id|> 128009");
+    TL_CHECK(sp->n_stop == 3 && rlc_tok_is_stop(t, 128001) && rlc_tok_is_stop(t, 128008) && rlc_tok_is_stop(t, 128009) &&
+                 !rlc_tok_is_stop(t, 128000),
+             "Llama 3.1 stop ids {128001, 128008, 128009} (got %d)", sp->n_stop);
+    TL_CHECK(sp->pad_id == 128001 && sp->pad_fallback, "Llama 3.1 pad falls back to 128001 (got %d)", sp->pad_id);
+    TL_CHECK(sp->bos_added && sp->clean_up_spaces, "Llama 3.1: the post-processor adds the BOS; clean-up on");
+    const int32_t *pre;
+    int npre, npost;
+    TL_CHECK(rlc_tok_special_template(t, &pre, &npre, NULL, &npost) == 1 && pre[0] == 128000 && npost == 0,
+             "Llama 3.1 post-processor template: [128000] $A");
+    // a plain generation_config eos (a number) and a pad from it
+    rlc_tok_apply_config(t, tc, "tokenizer_config.json", "{\"eos_token_id\": 128001, \"pad_token_id\": 128004}", "g.json");
+    TL_CHECK(sp->n_stop == 2 && sp->pad_id == 128004 && !sp->pad_fallback, "eos_token_id as a number; pad_token_id kept");
+    // no configs at all: no stop ids, no pad; the post-processor still adds the BOS
+    rlc_tok_apply_config(t, NULL, NULL, NULL, NULL);
+    TL_CHECK(sp->n_stop == 0 && sp->pad_id == -1 && sp->eos_id == -1 && !sp->bos_added && rlc_tok_special_template(t, NULL, NULL, NULL, NULL) == 1,
+             "no configs: no eos/pad; the post-processor's BOS stays");
+    free(tc);
+    rlc_tok_free(t);
+}
+
 int main(void) {
     if (!tt_have_node()) {
         tl_skip("node or the npm oracles absent (scripts/install-deps.sh): oracle comparisons skipped");
@@ -76,6 +109,7 @@ int main(void) {
         rlc_tok_free(t);
     }
     rlc_iv_free(&ids);
+    test_specials();
     char *dir = tl_tmpdir("tokllama3");
     int san = getenv("RLC_SAN") != NULL;   // the sanitizer build is ~10x slower: fewer strings
     if (san) tl_skip("RLC_SAN: the GSM8K comparison is left out and 5,000 strings shrink to 500");

@@ -153,6 +153,19 @@ static void test_errors(void) {
     }
 }
 
+// Special ids: Mistral v0.1 has no pad (pad falls back to </s>), eos </s> 2 is the stop id, <s> by the
+// post-processor (LlamaTokenizer, add_bos_token true).
+static void test_specials(void) {
+    const char *d = NPM "tokenizer-llama2/models";
+    if (!rlc_file_exists(d)) { tl_skip("%s absent: special ids skipped", d); return; }
+    rlc_tokenizer *t = rlc_tok_load(d, NULL);
+    const rlc_tok_special *sp = rlc_tok_specials(t);
+    TL_CHECK(sp->bos_id == 1 && sp->eos_id == 2 && sp->pad_id == 2 && sp->pad_fallback && sp->n_stop == 1 && rlc_tok_is_stop(t, 2) &&
+                 sp->bos_added,
+             "Mistral: bos 1, eos/stop 2, pad falls back to 2, <s> by the post-processor");
+    rlc_tok_free(t);
+}
+
 int main(void) {
     test_errors();
     if (!tt_have_node()) {
@@ -180,6 +193,7 @@ int main(void) {
         rlc_tok_free(t);
     }
     rlc_iv_free(&ids);
+    test_specials();
     char *dir = tl_tmpdir("tokmistral");
     int san = getenv("RLC_SAN") != NULL;   // the sanitizer build is ~10x slower: fewer strings
     if (san) tl_skip("RLC_SAN: the GSM8K comparison is left out and 5,000 strings shrink to 500");

@@ -209,7 +209,14 @@ static void bpe_word(rlc_tokenizer *t, const char *p, size_t n, rlc_ivec *out) {
             unsigned char b = (unsigned char)p[i];
             size_t k = b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
             if (i + k > n) k = n - i;
-            int32_t id = tok_strmap_get(&t->vocab, p + i, k);
+            int32_t id;
+            if (k <= 3 && t->char_id) {   // a BMP char: the table (valid UTF-8 here)
+                uint32_t cp = k == 1 ? b : k == 2 ? (uint32_t)(b & 0x1F) << 6 | (p[i + 1] & 0x3F)
+                                                  : (uint32_t)(b & 0x0F) << 12 | (uint32_t)(p[i + 1] & 0x3F) << 6 | (p[i + 2] & 0x3F);
+                id = t->char_id[cp];
+            } else {
+                id = tok_strmap_get(&t->vocab, p + i, k);
+            }
             if (id < 0 && t->byte_fallback) {
                 // <0xNN> per UTF-8 byte when all exist (HF pushes them without flushing a pending unk)
                 size_t j = 0;
@@ -268,6 +275,20 @@ static void bpe_word(rlc_tokenizer *t, const char *p, size_t n, rlc_ivec *out) {
 }
 
 void tok_bpe_prepare(rlc_tokenizer *t) {
+    if (!t->byte_level) {
+        t->char_id = rlc_malloc(65536 * sizeof(int32_t));
+        memset(t->char_id, 0xff, 65536 * sizeof(int32_t));
+        for (size_t off = 0; off < t->vocab.arena_n;) {   // the arena in order: per key a uint32 length, bytes, NUL
+            uint32_t len;
+            memcpy(&len, t->vocab.arena + off, 4);
+            const char *s = t->vocab.arena + off + 4;
+            off += (size_t)len + 5;
+            size_t j = 0;
+            uint32_t cp;
+            if (len && len <= 3 && tok_utf8_next(s, len, &j, &cp) && j == len && cp < 65536)
+                t->char_id[cp] = tok_strmap_get(&t->vocab, s, len);   // the map's id (the last of duplicates)
+        }
+    }
     t->wsplit_len = 0;
     // only where merges alone decide (ignore_merges looks the whole word up) and unk runs cannot fuse
     // across a cut (byte fallback covers every byte, or no fuse_unk)

@@ -87,6 +87,12 @@ typedef struct {
 typedef struct { int64_t s, e; } tok_span;
 
 typedef struct {
+    int32_t child, sibling;   // first child, next sibling (-1: none)
+    int32_t term;             // index into added of the token ending here (-1: none)
+    uint8_t byte;
+} tok_trie_node;
+
+typedef struct {
     uint64_t key;     // ((uint64)a << 32 | b) + 1; 0 = empty
     uint32_t rank;
     int32_t nw;       // id of the merged token
@@ -121,6 +127,8 @@ struct rlc_tokenizer {
     // SentencePiece files feed whole segments to BPE (spaces became "▁"). A merge can only cross the
     // boundary before a "▁" if some vocab token has "▁" right after the char before it, so words are
     // cut before every other "▁" (tok_bpe_prepare): same ids, short words, word-cache hits.
+    int32_t *char_id;                // (65536) vocab id of each BMP char as a one-char token, -1 if none
+                                     // (non-byte-level models: the BPE's initial symbols); NULL for byte-level
     char wsplit[5]; int wsplit_len;  // the "▁" (normalizer Replace(" ") / Metaspace replacement); 0: off
     uint32_t wsplit_keep[64]; int n_wsplit_keep;   // chars that a vocab token has right before it
     int byte_level;                  // the pre-tokenizer maps bytes through bytes_to_unicode
@@ -134,14 +142,15 @@ struct rlc_tokenizer {
     // added tokens
     tok_added *added; int n_added;
     // matcher per kind (0: normalized=0 tokens on raw text, 1: normalized=1 tokens on normalized text):
-    // content -> index into added, and for each first byte the distinct content lengths, longest first
-    tok_strmap added_map[2];
-    int32_t *added_lens[2][256]; int added_nlens[2][256];
+    // a byte trie of the contents (root[b]: the node after first byte b, -1 if none)
+    tok_trie_node *trie[2]; int32_t trie_n[2], trie_cap[2];
+    int32_t trie_root[2][256];
     int n_added_raw, n_added_norm;
     uint8_t *is_special;             // (n_ids)
     // post-processor (TemplateProcessing single): ids before / after the sequence
     int32_t post_pre[8]; int n_post_pre;
     int32_t post_post[8]; int n_post_post;
+    int32_t post_pre0[8], post_post0[8]; int n_post_pre0, n_post_post0, post_saved;   // as tokenizer.json has them
     // decoder: steps [0, dec_pre) are per-token and stateless and already applied in the dec table
     tok_dec_step dsteps[8]; int n_dsteps;
     int dec_none;                    // no decoder: tokens joined with " "

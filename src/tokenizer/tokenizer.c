@@ -119,21 +119,31 @@ static void bytes_to_unicode(rlc_tokenizer *t) {
     for (int b = 0; b < 256; b++) t->char_byte[t->byte_char[b]] = (int16_t)b;
 }
 
-// The added-token matcher of one kind: content -> index, and per first byte the distinct lengths.
-static void added_index(rlc_tokenizer *t, int kind, const char *c, size_t len, int idx) {
-    tok_strmap_put(&t->added_map[kind], c, len, idx);
-    unsigned char f = (unsigned char)c[0];
-    int n = t->added_nlens[kind][f];
-    for (int i = 0; i < n; i++)
-        if (t->added_lens[kind][f][i] == (int32_t)len) return;
-    t->added_lens[kind][f] = rlc_realloc(t->added_lens[kind][f], (size_t)(n + 1) * sizeof(int32_t));
-    int i = n;   // keep longest first
-    while (i > 0 && t->added_lens[kind][f][i - 1] < (int32_t)len) {
-        t->added_lens[kind][f][i] = t->added_lens[kind][f][i - 1];
-        i--;
+// The added-token matcher of one kind: a byte trie of the contents (a later duplicate content wins).
+static int32_t trie_new(rlc_tokenizer *t, int kind, uint8_t byte) {
+    if (t->trie_n[kind] == t->trie_cap[kind]) {
+        t->trie_cap[kind] = t->trie_cap[kind] ? 2 * t->trie_cap[kind] : 256;
+        t->trie[kind] = rlc_realloc(t->trie[kind], (size_t)t->trie_cap[kind] * sizeof(tok_trie_node));
     }
-    t->added_lens[kind][f][i] = (int32_t)len;
-    t->added_nlens[kind][f] = n + 1;
+    t->trie[kind][t->trie_n[kind]] = (tok_trie_node){-1, -1, -1, byte};
+    return t->trie_n[kind]++;
+}
+static void added_index(rlc_tokenizer *t, int kind, const char *c, size_t len, int idx) {
+    int32_t *slot = &t->trie_root[kind][(unsigned char)c[0]];
+    if (*slot < 0) *slot = trie_new(t, kind, (uint8_t)c[0]);
+    int32_t node = *slot;
+    for (size_t i = 1; i < len; i++) {
+        uint8_t b = (uint8_t)c[i];
+        int32_t ch = t->trie[kind][node].child;
+        while (ch >= 0 && t->trie[kind][ch].byte != b) ch = t->trie[kind][ch].sibling;
+        if (ch < 0) {
+            ch = trie_new(t, kind, b);
+            t->trie[kind][ch].sibling = t->trie[kind][node].child;
+            t->trie[kind][node].child = ch;
+        }
+        node = ch;
+    }
+    t->trie[kind][node].term = idx;
 }
 
 static void finish_load(rlc_tokenizer *t) {
@@ -143,8 +153,7 @@ static void finish_load(rlc_tokenizer *t) {
     t->is_special = rlc_calloc((size_t)t->n_ids + 1, 1);
     for (uint64_t i = 0; i < t->vocab.cap; i++)
         if (t->vocab.slot[i].key) t->id_tok[t->vocab.slot[i].val] = t->vocab.arena + t->vocab.slot[i].key - 1;
-    tok_strmap_init(&t->added_map[0], (uint64_t)t->n_added + 1);
-    tok_strmap_init(&t->added_map[1], 16);
+    memset(t->trie_root, 0xff, sizeof t->trie_root);
     for (int i = 0; i < t->n_added; i++) {
         tok_added *a = &t->added[i];
         t->id_tok[a->id] = a->content;
@@ -245,10 +254,8 @@ void rlc_tok_free(rlc_tokenizer *t) {
         free(t->added[i].norm_content);
     }
     free(t->added);
-    for (int k = 0; k < 2; k++) {
-        tok_strmap_free(&t->added_map[k]);
-        for (int b = 0; b < 256; b++) free(t->added_lens[k][b]);
-    }
+    for (int k = 0; k < 2; k++) free(t->trie[k]);
+    free(t->char_id);
     tok_norm_free(t);
     tok_dec_free(t);
     free(t->is_special);
@@ -310,6 +317,19 @@ void rlc_tok_apply_config(rlc_tokenizer *t, const char *tcj, const char *tcn, co
     int32_t gen_eos[16];
     int n_gen_eos = 0;
     int32_t gen_bos = -1, gen_pad = -1;
+    int rebuild_post = 0, want_bos = 0, want_eos = 0;
+    // the tokenizer.json post-processor, restored first so that applying configs twice is the same as once
+    if (!t->post_saved) {
+        memcpy(t->post_pre0, t->post_pre, sizeof t->post_pre);
+        memcpy(t->post_post0, t->post_post, sizeof t->post_post);
+        t->n_post_pre0 = t->n_post_pre;
+        t->n_post_post0 = t->n_post_post;
+        t->post_saved = 1;
+    }
+    memcpy(t->post_pre, t->post_pre0, sizeof t->post_pre);
+    memcpy(t->post_post, t->post_post0, sizeof t->post_post);
+    t->n_post_pre = t->n_post_pre0;
+    t->n_post_post = t->n_post_post0;
     if (gcj) {
         cJSON *g = cJSON_ParseWithOpts(gcj, NULL, 1);   // nothing after the object
         if (!g || !cJSON_IsObject(g)) rlc_die("%s: invalid JSON (expected an object)", gcn);
@@ -332,6 +352,21 @@ void rlc_tok_apply_config(rlc_tokenizer *t, const char *tcj, const char *tcn, co
         t->sp.pad_id = config_token(t, cJSON_GetObjectItemCaseSensitive(c, "pad_token"), tcn, "pad_token");
         const cJSON *x = cJSON_GetObjectItemCaseSensitive(c, "add_bos_token");
         t->sp.add_bos = cJSON_IsTrue(x);
+        x = cJSON_GetObjectItemCaseSensitive(c, "tokenizer_class");
+        if (cJSON_IsString(x)) {
+            static const char *const SPM_CLASSES[] = {"LlamaTokenizer", "LlamaTokenizerFast", "GemmaTokenizer",
+                                                      "GemmaTokenizerFast", "CodeLlamaTokenizer", "CodeLlamaTokenizerFast"};
+            for (size_t i = 0; i < sizeof SPM_CLASSES / sizeof SPM_CLASSES[0]; i++)
+                if (!strcmp(x->valuestring, SPM_CLASSES[i])) rebuild_post = 1;
+        }
+        if (rebuild_post) {
+            const cJSON *ab = cJSON_GetObjectItemCaseSensitive(c, "add_bos_token");
+            const cJSON *ae = cJSON_GetObjectItemCaseSensitive(c, "add_eos_token");
+            if ((ab && !cJSON_IsBool(ab) && !cJSON_IsNull(ab)) || (ae && !cJSON_IsBool(ae) && !cJSON_IsNull(ae)))
+                rlc_die("%s: add_bos_token / add_eos_token must be true or false", tcn);
+            want_bos = !ab || cJSON_IsNull(ab) || cJSON_IsTrue(ab);
+            want_eos = cJSON_IsTrue(ae);
+        }
         x = cJSON_GetObjectItemCaseSensitive(c, "clean_up_tokenization_spaces");
         t->sp.clean_up_spaces = cJSON_IsTrue(x);
         x = cJSON_GetObjectItemCaseSensitive(c, "chat_template");
@@ -352,6 +387,19 @@ void rlc_tok_apply_config(rlc_tokenizer *t, const char *tcj, const char *tcn, co
     if (t->sp.eos_id < 0 && n_gen_eos) t->sp.eos_id = gen_eos[0];
     if (t->sp.bos_id < 0) t->sp.bos_id = gen_bos;
     if (t->sp.pad_id < 0) t->sp.pad_id = gen_pad;
+    t->sp.pad_fallback = 0;
+    if (t->sp.pad_id < 0) {   // generate(): "Setting pad_token_id to eos_token_id"
+        t->sp.pad_id = n_gen_eos ? gen_eos[0] : t->sp.eos_id;
+        t->sp.pad_fallback = t->sp.pad_id >= 0;
+    }
+    if (rebuild_post) {   // LlamaTokenizerFast.update_post_processor: "<bos>:0 $A:0 <eos>:0" by the flags
+        if (want_bos && t->sp.bos_id < 0) rlc_die("%s: add_bos_token is true but there is no bos_token", tcn);
+        if (want_eos && t->sp.eos_id < 0) rlc_die("%s: add_eos_token is true but there is no eos_token", tcn);
+        t->n_post_pre = t->n_post_post = 0;
+        if (want_bos) t->post_pre[t->n_post_pre++] = t->sp.bos_id;
+        if (want_eos) t->post_post[t->n_post_post++] = t->sp.eos_id;
+    }
+    t->sp.bos_added = t->sp.bos_id >= 0 && t->n_post_pre > 0 && t->post_pre[0] == t->sp.bos_id;
     add_stop(t, t->sp.eos_id);
     for (int i = 0; i < n_gen_eos; i++) add_stop(t, gen_eos[i]);
     for (int i = 0; i < t->sp.n_stop; i++)
@@ -461,19 +509,21 @@ typedef void (*gap_fn)(rlc_tokenizer *t, const char *p, size_t n, int origin, rl
 
 static void split_added(rlc_tokenizer *t, int norm, const char *p, size_t n, int origin, gap_fn gap, rlc_ivec *out) {
     if ((norm ? t->n_added_norm : t->n_added_raw) == 0) { gap(t, p, n, origin, out); return; }
-    const int *nlens = t->added_nlens[norm];
-    int32_t *const *lens = t->added_lens[norm];
+    const int32_t *root = t->trie_root[norm];
+    const tok_trie_node *tr = t->trie[norm];
     size_t start_off = 0, i = 0;
     while (i < n) {
-        unsigned char f = (unsigned char)p[i];
-        if (!nlens[f]) { i++; continue; }
-        int best = -1;
-        size_t blen = 0;
-        for (int j = 0; j < nlens[f]; j++) {   // longest first
-            size_t cl = (size_t)lens[f][j];
-            if (cl > n - i) continue;
-            int32_t k = tok_strmap_get(&t->added_map[norm], p + i, cl);
-            if (k >= 0) { best = k; blen = cl; break; }
+        int32_t node = root[(unsigned char)p[i]];
+        if (node < 0) { i++; continue; }
+        int best = tr[node].term;   // the longest token starting at i
+        size_t blen = 1, q = i + 1;
+        while (q < n) {
+            int32_t ch = tr[node].child;
+            while (ch >= 0 && tr[ch].byte != (uint8_t)p[q]) ch = tr[ch].sibling;
+            if (ch < 0) break;
+            node = ch;
+            q++;
+            if (tr[node].term >= 0) { best = tr[node].term; blen = q - i; }
         }
         if (best < 0) { i++; continue; }
         const tok_added *a = &t->added[best];

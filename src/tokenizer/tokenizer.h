@@ -114,13 +114,27 @@ int32_t rlc_tok_token_to_id(const rlc_tokenizer *t, const char *token);   // -1 
 const char *rlc_tok_id_to_token(const rlc_tokenizer *t, int32_t id);      // NULL if no token
 int rlc_tok_is_special(const rlc_tokenizer *t, int32_t id);               // added token with special=true
 
-// Special ids from the configs (-1 when unset).
+// Special ids from the configs (-1 when unset), as transformers (v4) reads them:
+//   bos/eos/pad   tokenizer_config.json bos_token / eos_token / pad_token (a string or {"content": ...});
+//                 generation_config.json bos_token_id / eos_token_id (first of a list) / pad_token_id fill
+//                 what the tokenizer config leaves unset.
+//   pad           with neither, pad falls back as generate() does: generation_config's first eos id, else the
+//                 tokenizer's eos (pad_fallback = 1 then). Llama 3.x has no pad and gets 128001.
+//   stop_ids      the tokenizer's eos plus every generation_config.json eos_token_id (a number or a list:
+//                 Llama 3.1/3.2 [128001, 128008, 128009], Qwen2.5 [151645, 151643], Gemma 3 [1, 106]),
+//                 deduplicated: generation stops at any of them.
+//   BOS           added by the post-processor (rlc_tok_encode_text; see rlc_tok_special_template), never by
+//                 rlc_tok_encode_chat. For tokenizer_class LlamaTokenizer(Fast) / GemmaTokenizer(Fast) /
+//                 CodeLlamaTokenizer(Fast), transformers rebuilds the post-processor from the config's
+//                 add_bos_token (default true) and add_eos_token (default false), and so does rlc.
 typedef struct {
-    int32_t bos_id, eos_id, pad_id;   // tokenizer_config.json (generation_config.json as fallback)
+    int32_t bos_id, eos_id, pad_id;
     int32_t stop_ids[16];             // eos_id plus generation_config.json eos_token_id(s), deduplicated
     int n_stop;
     int add_bos;                      // tokenizer_config.json add_bos_token
     int clean_up_spaces;              // tokenizer_config.json clean_up_tokenization_spaces
+    int pad_fallback;                 // pad_id is an eos id (no pad configured)
+    int bos_added;                    // the post-processor puts bos_id first (encode_text adds a BOS)
 } rlc_tok_special;
 const rlc_tok_special *rlc_tok_specials(const rlc_tokenizer *t);
 int rlc_tok_is_stop(const rlc_tokenizer *t, int32_t id);
