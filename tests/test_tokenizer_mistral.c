@@ -26,6 +26,7 @@ typedef struct {
     const char *normalizer, *pre_tokenizer, *decoder;   // JSON (NULL: keep the file's)
     int prefix_x;                                        // decode lists start with "x" (HF's Strip panics when
                                                          // stop reaches past a token of content chars only)
+    const char *added;                                   // JSON list appended to added_tokens (NULL: none)
 } variant;
 
 static void test_variants(const char *dir) {
@@ -33,32 +34,39 @@ static void test_variants(const char *dir) {
     if (!rlc_file_exists(src)) { tl_skip("%s absent: SentencePiece variants skipped", src); return; }
     static const variant V[] = {
         {"metaspace-first", "null", "{\"type\":\"Metaspace\",\"replacement\":\"\\u2581\",\"prepend_scheme\":\"first\",\"split\":false}",
-         NULL, 0},
+         NULL, 0, NULL},
         {"metaspace-always-split", "null",
          "{\"type\":\"Metaspace\",\"replacement\":\"\\u2581\",\"prepend_scheme\":\"always\",\"split\":true}",
-         "{\"type\":\"Metaspace\",\"replacement\":\"\\u2581\",\"prepend_scheme\":\"always\",\"split\":true}", 0},
+         "{\"type\":\"Metaspace\",\"replacement\":\"\\u2581\",\"prepend_scheme\":\"always\",\"split\":true}", 0, NULL},
         {"metaspace-never", "null",
          "{\"type\":\"Metaspace\",\"replacement\":\"\\u2581\",\"prepend_scheme\":\"never\",\"split\":true}",
          "{\"type\":\"Sequence\",\"decoders\":[{\"type\":\"ByteFallback\"},{\"type\":\"Metaspace\",\"replacement\":\"\\u2581\","
-         "\"prepend_scheme\":\"never\",\"split\":true}]}", 0},
+         "\"prepend_scheme\":\"never\",\"split\":true}]}", 0, NULL},
         {"metaspace-old-add-prefix-space", "null",
          "{\"type\":\"Metaspace\",\"replacement\":\"\\u2581\",\"add_prefix_space\":true}",
          "{\"type\":\"Sequence\",\"decoders\":[{\"type\":\"ByteFallback\"},{\"type\":\"Fuse\"},{\"type\":\"Metaspace\","
-         "\"replacement\":\"\\u2581\",\"add_prefix_space\":true}]}", 0},
+         "\"replacement\":\"\\u2581\",\"add_prefix_space\":true}]}", 0, NULL},
         {"fused-replace-strip", NULL, NULL,
          "{\"type\":\"Sequence\",\"decoders\":[{\"type\":\"Replace\",\"pattern\":{\"String\":\"\\u2581\"},\"content\":\" \"},"
          "{\"type\":\"ByteFallback\"},{\"type\":\"Fuse\"},{\"type\":\"Replace\",\"pattern\":{\"String\":\"  \"},\"content\":\"_\"},"
          "{\"type\":\"Replace\",\"pattern\":{\"String\":\"ab\"},\"content\":\"<AB>\"},"
-         "{\"type\":\"Strip\",\"content\":\" \",\"start\":2,\"stop\":2}]}", 1},
+         "{\"type\":\"Strip\",\"content\":\" \",\"start\":2,\"stop\":2}]}", 1, NULL},
         {"token-strip-replace", NULL, NULL,
          "{\"type\":\"Sequence\",\"decoders\":[{\"type\":\"Strip\",\"content\":\"x\",\"start\":0,\"stop\":1},"
          "{\"type\":\"Strip\",\"content\":\"\\u2581\",\"start\":2,\"stop\":0},"
          "{\"type\":\"Replace\",\"pattern\":{\"String\":\"\\u2581\"},\"content\":\"-\"},{\"type\":\"ByteFallback\"},"
-         "{\"type\":\"Fuse\"}]}", 0},
+         "{\"type\":\"Fuse\"}]}", 0, NULL},
         {"strip-regex-normalizer",
          "{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Strip\",\"strip_left\":true,\"strip_right\":true},"
          "{\"type\":\"Replace\",\"pattern\":{\"Regex\":\" +\"},\"content\":\"\\u2581\"},{\"type\":\"Prepend\",\"prepend\":\"\\u2581\"},"
-         "{\"type\":\"NFKC\"}]}", NULL, NULL, 0},
+         "{\"type\":\"NFKC\"}]}", NULL, NULL, 0, NULL},
+        // added tokens matched after the normalizer (normalized=true: their content is normalized too, so
+        // "hello world" is found as "▁hello▁world"), next to raw ones
+        {"added-normalized", NULL, NULL, NULL, 0,
+         "[{\"id\":32000,\"content\":\"hello world\",\"single_word\":false,\"lstrip\":false,\"rstrip\":false,"
+         "\"normalized\":true,\"special\":false},{\"id\":32001,\"content\":\"<tool>\",\"single_word\":false,"
+         "\"lstrip\":false,\"rstrip\":false,\"normalized\":true,\"special\":true},{\"id\":32002,\"content\":\"[RAW]\","
+         "\"single_word\":false,\"lstrip\":false,\"rstrip\":false,\"normalized\":false,\"special\":false}]"},
     };
     size_t n;
     char *txt = rlc_read_file(src, &n);
@@ -77,6 +85,12 @@ static void test_variants(const char *dir) {
             cJSON *x = cJSON_Parse(vals[k]);
             CHECK(x != NULL, "variant %s: bad JSON for %s", V[v].name, keys[k]);
             cJSON_ReplaceItemInObjectCaseSensitive(j, keys[k], x);
+        }
+        if (V[v].added) {
+            cJSON *x = cJSON_Parse(V[v].added), *it, *dst = cJSON_GetObjectItemCaseSensitive(j, "added_tokens");
+            CHECK(x != NULL && dst != NULL, "variant %s: bad added tokens", V[v].name);
+            while ((it = cJSON_DetachItemFromArray(x, 0)) != NULL) cJSON_AddItemToArray(dst, it);
+            cJSON_Delete(x);
         }
         char *out = cJSON_PrintUnformatted(j);
         cJSON_Delete(j);

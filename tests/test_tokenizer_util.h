@@ -379,6 +379,7 @@ static const char *const TT_EXTRA[] = {
     "\t\t\t", "<s>", "</s>", "[INST]", " [INST] ", "[/INST]", "<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>",
     "<|start_header_id|>user<|end_header_id|>\n\n", "<|reserved_special_token_5|>", "<|im_start|>", "<|im_end|>", "<think>",
     "        ", "   \n   ", "\xC2\xA0\xC2\xA0", "\xEF\xBF\xBD", "\xF0\x9F\xA6\x80\xF0\x9F\xA6\x80", "\xE2\x80\x8B",
+    "hello world", " hello world ", "hello  world", "<tool>", " <tool>", "[RAW]",
 };
 #define TT_NEXTRA ((int)(sizeof TT_EXTRA / sizeof TT_EXTRA[0]))
 

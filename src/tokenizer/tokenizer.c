@@ -166,6 +166,13 @@ static void finish_load(rlc_tokenizer *t) {
             if (!a->norm_len) rlc_die("%s: added token '%s' normalizes to an empty string", t->name, a->content);
             added_index(t, 1, a->norm_content, a->norm_len, i);
             t->n_added_norm++;
+            // HF keeps the normalized content as the token's string (id_to_token, decode), and decode's
+            // skip_special_tokens tests that string against the special tokens' contents
+            t->id_tok[a->id] = a->norm_content;
+            int sp = 0;
+            for (int k = 0; k < t->n_added && !sp; k++)
+                sp = t->added[k].special && !strcmp(t->added[k].content, a->norm_content);
+            t->is_special[a->id] = (uint8_t)sp;
         } else {
             added_index(t, 0, a->content, a->len, i);
             t->n_added_raw++;

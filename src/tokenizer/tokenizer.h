@@ -1,16 +1,19 @@
 // tokenizer.h: Hugging Face tokenizer.json (model BPE) in C, id-for-id identical to the HF Rust
 // `tokenizers` library, plus the chat template and the special-token configuration of a checkpoint.
-// Spec: shared/spec/qwen3.md §4-6.
+// Spec: shared/spec/qwen3.md §4-6, shared/spec/models.md §5 (SentencePiece-style files, special ids).
 //
 // Supported tokenizer.json features (anything else is a one-line error naming the feature):
-//   normalizer     null | NFC | NFD | NFKC | NFKD | Sequence of those
+//   normalizer     null | NFC | NFD | NFKC | NFKD | Replace (String or Regex) | Prepend | Strip | Sequence
 //   pre_tokenizer  null | Split (Regex or String pattern; behaviors Removed, Isolated, MergedWithPrevious,
-//                  MergedWithNext, Contiguous; invert) | ByteLevel (add_prefix_space, use_regex) | Sequence;
+//                  MergedWithNext, Contiguous; invert) | ByteLevel (add_prefix_space, use_regex) |
+//                  Metaspace (replacement, prepend_scheme first/always/never, split) | Sequence;
 //                  ByteLevel must be the last step.
-//   model          BPE: vocab, merges as "a b" strings or [a, b] pairs, ignore_merges, unk_token/fuse_unk.
-//                  Not supported: dropout > 0, byte_fallback, continuing_subword_prefix, end_of_word_suffix.
+//   model          BPE: vocab, merges as "a b" strings or [a, b] pairs, ignore_merges, unk_token/fuse_unk,
+//                  byte_fallback (<0xNN> tokens). Not supported: dropout > 0, continuing_subword_prefix,
+//                  end_of_word_suffix.
 //   post_processor null | ByteLevel | TemplateProcessing (single sequence) | Sequence of those.
-//   decoder        null | ByteLevel.
+//   decoder        null | ByteLevel | Replace (String) | ByteFallback | Fuse | Strip | Metaspace | Sequence
+//                  (ByteLevel last; ByteFallback before any Fuse).
 //   added_tokens   matched before normalization (normalized=false) or after it (normalized=true),
 //                  leftmost-longest, with single_word, lstrip, rstrip; special ones can be skipped on decode.
 //
