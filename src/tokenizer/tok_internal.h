@@ -164,6 +164,8 @@ struct rlc_tokenizer {
     // scratch
     tok_cache cache;
     rlc_strbuf sc_map;               // BPE: the word as byte-level chars (ignore_merges lookup)
+    rlc_strbuf sc_seg;               // encode: the normalized segment
+    rlc_strbuf sc_na, sc_nb;         // tok_normalize: the steps' ping-pong buffers
     tok_span *sc_spans[8]; int64_t sc_spans_cap[8];
     int32_t *sc_sym; int64_t sc_sym_cap;   // BPE scratch
 };
@@ -173,7 +175,8 @@ void tok_load_json(rlc_tokenizer *t, const char *json, size_t len);
 // tok_normalize.c
 struct cJSON;
 void tok_load_normalizer(rlc_tokenizer *t, const struct cJSON *n, int depth);
-void tok_normalize(const rlc_tokenizer *t, const char *p, size_t n, rlc_strbuf *out);   // out cleared first
+// out cleared first; uses the tokenizer's normalizer scratch (out must not be one of those buffers)
+void tok_normalize(rlc_tokenizer *t, const char *p, size_t n, rlc_strbuf *out);
 void tok_norm_free(rlc_tokenizer *t);
 // tok_decode.c
 void tok_load_decoder(rlc_tokenizer *t, const struct cJSON *n);

@@ -173,21 +173,21 @@ static void norm_step(const tok_norm_step *st, const char *p, size_t n, rlc_strb
     }
 }
 
-void tok_normalize(const rlc_tokenizer *t, const char *p, size_t n, rlc_strbuf *out) {
+void tok_normalize(rlc_tokenizer *t, const char *p, size_t n, rlc_strbuf *out) {
     rlc_sb_clear(out);
     if (t->n_norm == 0 || n == 0) { rlc_sb_append(out, p, n); rlc_sb_reserve(out, 0); return; }
     if (t->n_norm == 1) { norm_step(&t->norm[0], p, n, out); rlc_sb_reserve(out, 0); return; }
-    rlc_strbuf a = {0}, b = {0};
-    rlc_sb_append(&a, p, n);
+    rlc_strbuf *a = &t->sc_na, *b = &t->sc_nb;
+    rlc_sb_clear(a);
+    rlc_sb_append(a, p, n);
     for (int k = 0; k < t->n_norm; k++) {
-        rlc_sb_clear(&b);
-        norm_step(&t->norm[k], a.s ? a.s : "", a.n, &b);
-        rlc_strbuf tmp = a;
+        rlc_sb_clear(b);
+        norm_step(&t->norm[k], a->s, a->n, b);
+        rlc_sb_reserve(b, 0);
+        rlc_strbuf *tmp = a;
         a = b;
         b = tmp;
     }
-    rlc_sb_append(out, a.s ? a.s : "", a.n);
+    rlc_sb_append(out, a->s, a->n);
     rlc_sb_reserve(out, 0);
-    rlc_sb_free(&a);
-    rlc_sb_free(&b);
 }

@@ -269,6 +269,9 @@ void rlc_tok_free(rlc_tokenizer *t) {
     free(t->chat_template);
     tok_cache_free(&t->cache);
     rlc_sb_free(&t->sc_map);
+    rlc_sb_free(&t->sc_seg);
+    rlc_sb_free(&t->sc_na);
+    rlc_sb_free(&t->sc_nb);
     for (int i = 0; i < 8; i++) free(t->sc_spans[i]);
     free(t->sc_sym);
     free(t->name);
@@ -583,10 +586,9 @@ static void gap_normalized(rlc_tokenizer *t, const char *p, size_t n, int origin
 
 static void gap_raw(rlc_tokenizer *t, const char *p, size_t n, int origin, rlc_ivec *out) {
     if (t->n_norm == 0) { split_added(t, 1, p, n, origin, gap_normalized, out); return; }
-    rlc_strbuf nb = {0};
-    tok_normalize(t, p, n, &nb);
-    split_added(t, 1, nb.s, nb.n, origin, gap_normalized, out);
-    rlc_sb_free(&nb);
+    rlc_strbuf *nb = &t->sc_seg;   // nothing below normalizes again, so one scratch buffer serves
+    tok_normalize(t, p, n, nb);
+    split_added(t, 1, nb->s, nb->n, origin, gap_normalized, out);
 }
 
 void rlc_tok_encode_ex(rlc_tokenizer *t, const char *text, size_t len, int add_special, rlc_ivec *out) {
