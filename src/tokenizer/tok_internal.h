@@ -35,20 +35,45 @@ uint64_t tok_hash(const void *p, size_t n);
 static inline const tok_strslot *tok_strmap_slot0(const tok_strmap *m, uint64_t hv) { return &m->slot[hv & (m->cap - 1)]; }
 int32_t tok_strmap_get_known_h(const tok_strmap *m, const char *key, size_t len, uint64_t hv);
 
-// ---- normalizer ----
-enum { TOK_NORM_NFC = 1, TOK_NORM_NFD, TOK_NORM_NFKC, TOK_NORM_NFKD };
+// ---- normalizer steps (applied in order; tok_normalize.c) ----
+enum { TOK_NORM_NFC = 1, TOK_NORM_NFD, TOK_NORM_NFKC, TOK_NORM_NFKD, TOK_NORM_REPLACE, TOK_NORM_PREPEND, TOK_NORM_STRIP };
+typedef struct {
+    int kind;
+    char *pat; size_t pat_len;       // Replace: the String pattern (NULL when `re` is set)
+    pcre2_code *re;                  // Replace: a Regex pattern
+    pcre2_match_data *md;
+    char *content; size_t content_len;   // Replace: the replacement; Prepend: the prefix
+    int left, right;                 // Strip: strip_left, strip_right
+} tok_norm_step;
 
 // ---- pre-tokenizer steps ----
 enum { TOK_SPLIT_REMOVED, TOK_SPLIT_ISOLATED, TOK_SPLIT_MERGED_PREV, TOK_SPLIT_MERGED_NEXT, TOK_SPLIT_CONTIGUOUS };
+enum { TOK_PRE_SPLIT = 0, TOK_PRE_BYTELEVEL = 1, TOK_PRE_METASPACE = 2 };
+enum { TOK_PREPEND_NEVER = 0, TOK_PREPEND_FIRST, TOK_PREPEND_ALWAYS };
 typedef struct {
-    int kind;                  // 0 = Split, 1 = ByteLevel
+    int kind;                  // TOK_PRE_*
     // Split (also used for ByteLevel use_regex with the GPT-2 pattern)
     pcre2_code *re;
     pcre2_match_data *md;
     int behavior, invert;
     // ByteLevel
     int add_prefix_space, use_regex;
+    // Metaspace: ' ' -> repl (one char, UTF-8), prepend_scheme, split on repl (MergedWithNext, via re)
+    char repl[5]; int repl_len;
+    int prepend, split;
 } tok_pretok_step;
+
+// ---- decoder steps (tok_decode.c) ----
+enum { TOK_DEC_REPLACE, TOK_DEC_BYTEFALLBACK, TOK_DEC_FUSE, TOK_DEC_STRIP, TOK_DEC_METASPACE, TOK_DEC_BYTELEVEL };
+typedef struct {
+    int kind;
+    char *pat; size_t pat_len;           // Replace: String pattern; Metaspace: the replacement char
+    char *content; size_t content_len;   // Replace: replacement
+    char strip[5]; int strip_len;        // Strip: the content char (UTF-8)
+    int start, stop;                     // Strip: chars to strip at the start / end of each token
+    int prepend_never;                   // Metaspace: prepend_scheme == never (keeps the first token's space)
+    int fused;                           // this step sees the one token a Fuse before it made
+} tok_dec_step;
 
 typedef struct {
     int32_t id;
@@ -60,6 +85,12 @@ typedef struct {
 } tok_added;
 
 typedef struct { int64_t s, e; } tok_span;
+
+typedef struct {
+    int32_t child, sibling;   // first child, next sibling (-1: none)
+    int32_t term;             // index into added of the token ending here (-1: none)
+    uint8_t byte;
+} tok_trie_node;
 
 typedef struct {
     uint64_t key;     // ((uint64)a << 32 | b) + 1; 0 = empty
@@ -91,25 +122,39 @@ struct rlc_tokenizer {
     int ignore_merges;
     int32_t unk_id;                  // -1: none
     int fuse_unk;
+    int byte_fallback;               // an unknown char becomes its <0xNN> byte tokens
+    int32_t fb_id[256];              // vocab id of "<0xNN>" (-1 if absent)
+    // SentencePiece files feed whole segments to BPE (spaces became "▁"). A merge can only cross the
+    // boundary before a "▁" if some vocab token has "▁" right after the char before it, so words are
+    // cut before every other "▁" (tok_bpe_prepare): same ids, short words, word-cache hits.
+    int32_t *char_id;                // (65536) vocab id of each BMP char as a one-char token, -1 if none
+                                     // (non-byte-level models: the BPE's initial symbols); NULL for byte-level
+    char wsplit[5]; int wsplit_len;  // the "▁" (normalizer Replace(" ") / Metaspace replacement); 0: off
+    uint32_t wsplit_keep[64]; int n_wsplit_keep;   // chars that a vocab token has right before it
     int byte_level;                  // the pre-tokenizer maps bytes through bytes_to_unicode
     int32_t byte_id[256];            // vocab id of each byte's byte-level char (-1 if absent)
     uint32_t byte_char[256];         // bytes_to_unicode
     int16_t char_byte[512];          // inverse for code points < 512 (-1: none)
     // normalizer
-    int norm[8]; int n_norm;
+    tok_norm_step norm[8]; int n_norm;
     // pre-tokenizer
     tok_pretok_step steps[8]; int n_steps;
     // added tokens
     tok_added *added; int n_added;
-    uint8_t added_first[256];        // 1 if some raw (normalized=0) added token starts with this byte
-    uint8_t added_first_norm[256];   // same for normalized=1 tokens
+    // matcher per kind (0: normalized=0 tokens on raw text, 1: normalized=1 tokens on normalized text):
+    // a byte trie of the contents (root[b]: the node after first byte b, -1 if none)
+    tok_trie_node *trie[2]; int32_t trie_n[2], trie_cap[2];
+    int32_t trie_root[2][256];
     int n_added_raw, n_added_norm;
     uint8_t *is_special;             // (n_ids)
     // post-processor (TemplateProcessing single): ids before / after the sequence
     int32_t post_pre[8]; int n_post_pre;
     int32_t post_post[8]; int n_post_post;
-    // decoder
-    int dec_bytelevel;               // 1: ByteLevel, 0: none (tokens joined with " ")
+    int32_t post_pre0[8], post_post0[8]; int n_post_pre0, n_post_post0, post_saved;   // as tokenizer.json has them
+    // decoder: steps [0, dec_pre) are per-token and stateless and already applied in the dec table
+    tok_dec_step dsteps[8]; int n_dsteps;
+    int dec_none;                    // no decoder: tokens joined with " "
+    int dec_pre;
     // configs
     rlc_tok_special sp;
     rlc_tok_opts opts;
@@ -119,12 +164,25 @@ struct rlc_tokenizer {
     // scratch
     tok_cache cache;
     rlc_strbuf sc_map;               // BPE: the word as byte-level chars (ignore_merges lookup)
+    rlc_strbuf sc_seg;               // encode: the normalized segment
+    rlc_strbuf sc_na, sc_nb;         // tok_normalize: the steps' ping-pong buffers
     tok_span *sc_spans[8]; int64_t sc_spans_cap[8];
     int32_t *sc_sym; int64_t sc_sym_cap;   // BPE scratch
 };
 
 // tok_json.c
 void tok_load_json(rlc_tokenizer *t, const char *json, size_t len);
+// tok_normalize.c
+struct cJSON;
+void tok_load_normalizer(rlc_tokenizer *t, const struct cJSON *n, int depth);
+// out cleared first; uses the tokenizer's normalizer scratch (out must not be one of those buffers)
+void tok_normalize(rlc_tokenizer *t, const char *p, size_t n, rlc_strbuf *out);
+void tok_norm_free(rlc_tokenizer *t);
+// tok_decode.c
+void tok_load_decoder(rlc_tokenizer *t, const struct cJSON *n);
+void tok_dec_table(rlc_tokenizer *t);   // fills dec_off/dec_len/dec_bytes (needs id_tok, byte tables)
+void tok_dec_free(rlc_tokenizer *t);
+int tok_metaspace_scheme(const struct cJSON *n, const char *name, const char *where);   // TOK_PREPEND_*
 // tok_pretok.c
 char *rlc_tok_rewrite_regex(const char *pat, const char *where);   // malloc'd PCRE2 pattern
 void tok_step_compile_regex(tok_pretok_step *st, const char *pat, int literal, const char *where);
@@ -134,6 +192,10 @@ int64_t tok_split_apply(const tok_pretok_step *st, const char *p, size_t n, tok_
 void tok_bpe_word(rlc_tokenizer *t, const char *p, size_t n, rlc_ivec *out);
 void tok_cache_init(tok_cache *c, int64_t capacity);
 void tok_cache_free(tok_cache *c);
+void tok_bpe_prepare(rlc_tokenizer *t);   // after the vocab, normalizer and pre-tokenizer are loaded
 // tokenizer.c
 int tok_is_white_space(uint32_t c);
+// One UTF-8 sequence at p[*i]: 1 valid (*cp set), 0 invalid (*i skips the maximal subpart), -1 a valid
+// prefix cut off by the end (*i unchanged).
+int tok_utf8_step(const unsigned char *p, size_t n, size_t *i, uint32_t *cp);
 int tok_utf8_next(const char *p, size_t n, size_t *i, uint32_t *cp);   // 1 if valid sequence decoded

@@ -277,8 +277,9 @@ static const char *parse_vocab(rlc_tokenizer *t, const scan *s, const char *p, s
     int nb = 0;
     p = ws(s, p);
     if (p >= s->end || at(s, p) != '{') scan_die(s, p, "model.vocab must be an object");
-    // rough size estimate: vocab and merges share the rest of the file, ~40 bytes per vocab entry
-    tok_strmap_init(&t->vocab, (uint64_t)(size_hint / 80 + 16));
+    // rough size estimate: vocab and merges share the rest of the file (a low guess grows; a table too large for the
+    // caches makes every merge lookup at load slower)
+    tok_strmap_init(&t->vocab, (uint64_t)(size_hint / 128 + 16));
     p = ws(s, p + 1);
     if (at(s, p) == '}') { rlc_sb_free(&k); return p + 1; }
     for (;;) {
@@ -350,21 +351,26 @@ static void batch_flush(rlc_tokenizer *t, merge_batch *mb) {
         __builtin_prefetch(tok_strmap_slot0(&t->vocab, mb->hb[i]));
         __builtin_prefetch(tok_strmap_slot0(&t->vocab, mb->hab[i]));
     }
+    if ((t->mcount + (uint64_t)mb->n + 1) * 2 > t->mcap) merges_grow(t);
+    // the ids, then the merge table slots are prefetched before the inserts (both tables are many MB)
+    int32_t ia[MB], ib[MB], iab[MB];
     for (int i = 0; i < mb->n; i++) {
         const char *x = base + mb->off[i];
-        int32_t ia = tok_strmap_get_known_h(&t->vocab, x, mb->ln[i], mb->ha[i]);
-        int32_t ib = tok_strmap_get_known_h(&t->vocab, x + mb->ln[i], mb->rn[i], mb->hb[i]);
-        int32_t iab = tok_strmap_get_known_h(&t->vocab, x, mb->ln[i] + mb->rn[i], mb->hab[i]);
-        if (ia < 0) rlc_die("%s: model.merges[%lld]: token '%.*s' is not in the vocab", t->name, (long long)mb->rank[i], (int)mb->ln[i], x);
-        if (ib < 0)
+        ia[i] = tok_strmap_get_known_h(&t->vocab, x, mb->ln[i], mb->ha[i]);
+        ib[i] = tok_strmap_get_known_h(&t->vocab, x + mb->ln[i], mb->rn[i], mb->hb[i]);
+        iab[i] = tok_strmap_get_known_h(&t->vocab, x, mb->ln[i] + mb->rn[i], mb->hab[i]);
+        if (ia[i] < 0)
+            rlc_die("%s: model.merges[%lld]: token '%.*s' is not in the vocab", t->name, (long long)mb->rank[i], (int)mb->ln[i], x);
+        if (ib[i] < 0)
             rlc_die("%s: model.merges[%lld]: token '%.*s' is not in the vocab", t->name, (long long)mb->rank[i], (int)mb->rn[i],
                     x + mb->ln[i]);
-        if (iab < 0)
+        if (iab[i] < 0)
             rlc_die("%s: model.merges[%lld]: token '%.*s' is not in the vocab", t->name, (long long)mb->rank[i],
                     (int)(mb->ln[i] + mb->rn[i]), x);
-        if ((t->mcount + 1) * 2 > t->mcap) merges_grow(t);
-        merges_put(t, ia, ib, (uint32_t)mb->rank[i], iab);
+        uint64_t key = (uint64_t)(uint32_t)ia[i] << 32 | (uint32_t)ib[i];
+        __builtin_prefetch(&t->mslot[(key * 0x9E3779B97F4A7C15ull) >> 20 & (t->mcap - 1)], 1);
     }
+    for (int i = 0; i < mb->n; i++) merges_put(t, ia[i], ib[i], (uint32_t)mb->rank[i], iab[i]);
     mb->n = 0;
     rlc_sb_clear(&mb->buf);
 }
@@ -376,7 +382,7 @@ static const char *parse_merges(rlc_tokenizer *t, const scan *s, const char *p) 
     p = ws(s, p);
     if (p >= s->end || at(s, p) != '[') scan_die(s, p, "model.merges must be an array");
     uint64_t cap = 1 << 16;   // merges usually number about the vocab size
-    while (cap < t->vocab.count * 2) cap *= 2;
+    while (cap < t->vocab.count * 4) cap *= 2;   // merges number about the vocab: no regrowth at load
     merges_alloc(t, cap);
     p = ws(s, p + 1);
     int64_t rank = 0;
@@ -450,27 +456,6 @@ static int jbool(const cJSON *o, const char *k, int def, const char *name, const
     return cJSON_IsTrue(v);
 }
 
-static void load_normalizer(rlc_tokenizer *t, const cJSON *n, int depth) {
-    if (!n || cJSON_IsNull(n)) return;
-    const char *ty = jtype(n);
-    if (!ty) rlc_die("%s: normalizer has no \"type\"", t->name);
-    int k = 0;
-    if (!strcmp(ty, "NFC")) k = TOK_NORM_NFC;
-    else if (!strcmp(ty, "NFD")) k = TOK_NORM_NFD;
-    else if (!strcmp(ty, "NFKC")) k = TOK_NORM_NFKC;
-    else if (!strcmp(ty, "NFKD")) k = TOK_NORM_NFKD;
-    else if (!strcmp(ty, "Sequence") && depth == 0) {
-        const cJSON *arr = cJSON_GetObjectItemCaseSensitive(n, "normalizers"), *it;
-        if (!cJSON_IsArray(arr)) rlc_die("%s: normalizer Sequence needs a \"normalizers\" list", t->name);
-        cJSON_ArrayForEach(it, arr) load_normalizer(t, it, depth + 1);
-        return;
-    } else {
-        rlc_die("%s: unsupported normalizer type '%s' (rlc supports NFC, NFD, NFKC, NFKD and Sequence)", t->name, ty);
-    }
-    if (t->n_norm >= 8) rlc_die("%s: more than 8 normalizers", t->name);
-    t->norm[t->n_norm++] = k;
-}
-
 static const char GPT2_PATTERN[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
 static void load_pretok(rlc_tokenizer *t, const cJSON *n, int depth) {
@@ -503,16 +488,33 @@ static void load_pretok(rlc_tokenizer *t, const cJSON *n, int depth) {
         else if (!strcmp(bs, "Contiguous")) st->behavior = TOK_SPLIT_CONTIGUOUS;
         else rlc_die("%s: pre_tokenizer Split: unknown behavior '%s'", t->name, bs);
         st->invert = jbool(n, "invert", 0, t->name, "pre_tokenizer Split");
-        st->kind = 0;
+        st->kind = TOK_PRE_SPLIT;
+    } else if (!strcmp(ty, "Metaspace")) {
+        // SentencePiece's space handling: ' ' -> replacement (U+2581), a prepended replacement by
+        // prepend_scheme, and with split=true a new piece at every replacement char
+        st->kind = TOK_PRE_METASPACE;
+        const cJSON *r = cJSON_GetObjectItemCaseSensitive(n, "replacement");
+        size_t rl = cJSON_IsString(r) ? strlen(r->valuestring) : 0, i = 0;
+        uint32_t cp;
+        if (!rl || rl > 4 || !tok_utf8_next(r->valuestring, rl, &i, &cp) || i != rl)
+            rlc_die("%s: pre_tokenizer Metaspace needs \"replacement\": one character", t->name);
+        memcpy(st->repl, r->valuestring, rl + 1);
+        st->repl_len = (int)rl;
+        st->prepend = tok_metaspace_scheme(n, t->name, "pre_tokenizer Metaspace");
+        st->split = jbool(n, "split", 1, t->name, "pre_tokenizer Metaspace");
+        if (st->split) {
+            tok_step_compile_regex(st, st->repl, 1, t->name);
+            st->behavior = TOK_SPLIT_MERGED_NEXT;
+        }
     } else if (!strcmp(ty, "ByteLevel")) {
-        st->kind = 1;
+        st->kind = TOK_PRE_BYTELEVEL;
         st->add_prefix_space = jbool(n, "add_prefix_space", 1, t->name, "pre_tokenizer ByteLevel");
         st->use_regex = jbool(n, "use_regex", 1, t->name, "pre_tokenizer ByteLevel");
         if (st->use_regex) tok_step_compile_regex(st, GPT2_PATTERN, 0, t->name);
         st->behavior = TOK_SPLIT_ISOLATED;
         t->byte_level = 1;
     } else {
-        rlc_die("%s: unsupported pre_tokenizer type '%s' (rlc supports Split, ByteLevel and Sequence)", t->name, ty);
+        rlc_die("%s: unsupported pre_tokenizer type '%s' (rlc supports Split, ByteLevel, Metaspace and Sequence)", t->name, ty);
     }
     t->n_steps++;
 }
@@ -559,13 +561,6 @@ static void load_post(rlc_tokenizer *t, const cJSON *n, int depth) {
         return;
     }
     rlc_die("%s: unsupported post_processor type '%s' (rlc supports ByteLevel, TemplateProcessing and Sequence)", t->name, ty);
-}
-
-static void load_decoder(rlc_tokenizer *t, const cJSON *n) {
-    if (!n || cJSON_IsNull(n)) { t->dec_bytelevel = 0; return; }
-    const char *ty = jtype(n);
-    if (ty && !strcmp(ty, "ByteLevel")) { t->dec_bytelevel = 1; return; }
-    rlc_die("%s: unsupported decoder type '%s' (rlc supports ByteLevel)", t->name, ty ? ty : "(none)");
 }
 
 static void load_added(rlc_tokenizer *t, const cJSON *arr) {
@@ -676,7 +671,7 @@ void tok_load_json(rlc_tokenizer *t, const char *json, size_t len) {
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(model, "dropout");
     if (x && !cJSON_IsNull(x) && !(cJSON_IsNumber(x) && x->valuedouble == 0))
         rlc_die("%s: model.dropout is not supported (BPE dropout makes encoding random)", t->name);
-    if (jbool(model, "byte_fallback", 0, t->name, "model")) rlc_die("%s: model.byte_fallback=true is not supported", t->name);
+    t->byte_fallback = jbool(model, "byte_fallback", 0, t->name, "model");
     x = cJSON_GetObjectItemCaseSensitive(model, "continuing_subword_prefix");
     if (x && !cJSON_IsNull(x) && !(cJSON_IsString(x) && !x->valuestring[0]))
         rlc_die("%s: model.continuing_subword_prefix is not supported", t->name);
@@ -694,10 +689,10 @@ void tok_load_json(rlc_tokenizer *t, const char *json, size_t len) {
         if (t->unk_id < 0) rlc_die("%s: model.unk_token '%s' is not in the vocab", t->name, x->valuestring);
     }
     load_added(t, cJSON_GetObjectItemCaseSensitive(root, "added_tokens"));
-    load_normalizer(t, cJSON_GetObjectItemCaseSensitive(root, "normalizer"), 0);
+    tok_load_normalizer(t, cJSON_GetObjectItemCaseSensitive(root, "normalizer"), 0);
     load_pretok(t, cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"), 0);
     load_post(t, cJSON_GetObjectItemCaseSensitive(root, "post_processor"), 0);
-    load_decoder(t, cJSON_GetObjectItemCaseSensitive(root, "decoder"));
+    tok_load_decoder(t, cJSON_GetObjectItemCaseSensitive(root, "decoder"));
     cJSON_Delete(root);
     free(rest);
 }

@@ -21,7 +21,7 @@
 // Decodes one sequence at p[*i]. Returns 1 (valid, *cp set), 0 (invalid: *i skips the maximal
 // subpart, as Unicode §3.9 and Rust's from_utf8_lossy define it) or -1 (a valid prefix cut off by the
 // end of the buffer; *i is left at the start of it).
-static int utf8_step(const unsigned char *p, size_t n, size_t *i, uint32_t *cp) {
+int tok_utf8_step(const unsigned char *p, size_t n, size_t *i, uint32_t *cp) {
     size_t k = *i;
     unsigned char b = p[k];
     if (b < 0x80) { *cp = b; *i = k + 1; return 1; }
@@ -52,7 +52,7 @@ static int utf8_step(const unsigned char *p, size_t n, size_t *i, uint32_t *cp) 
 }
 
 int tok_utf8_next(const char *p, size_t n, size_t *i, uint32_t *cp) {
-    int r = utf8_step((const unsigned char *)p, n, i, cp);
+    int r = tok_utf8_step((const unsigned char *)p, n, i, cp);
     if (r < 0) { *i = n; return 0; }
     return r;
 }
@@ -62,7 +62,7 @@ static int utf8_valid(const char *p, size_t n) {
     while (i < n) {
         if ((unsigned char)p[i] < 0x80) { i++; continue; }
         uint32_t cp;
-        if (utf8_step((const unsigned char *)p, n, &i, &cp) != 1) return 0;
+        if (tok_utf8_step((const unsigned char *)p, n, &i, &cp) != 1) return 0;
     }
     return 1;
 }
@@ -119,7 +119,32 @@ static void bytes_to_unicode(rlc_tokenizer *t) {
     for (int b = 0; b < 256; b++) t->char_byte[t->byte_char[b]] = (int16_t)b;
 }
 
-static void normalize(const rlc_tokenizer *t, const char *p, size_t n, rlc_strbuf *out);
+// The added-token matcher of one kind: a byte trie of the contents (a later duplicate content wins).
+static int32_t trie_new(rlc_tokenizer *t, int kind, uint8_t byte) {
+    if (t->trie_n[kind] == t->trie_cap[kind]) {
+        t->trie_cap[kind] = t->trie_cap[kind] ? 2 * t->trie_cap[kind] : 256;
+        t->trie[kind] = rlc_realloc(t->trie[kind], (size_t)t->trie_cap[kind] * sizeof(tok_trie_node));
+    }
+    t->trie[kind][t->trie_n[kind]] = (tok_trie_node){-1, -1, -1, byte};
+    return t->trie_n[kind]++;
+}
+static void added_index(rlc_tokenizer *t, int kind, const char *c, size_t len, int idx) {
+    int32_t *slot = &t->trie_root[kind][(unsigned char)c[0]];
+    if (*slot < 0) *slot = trie_new(t, kind, (uint8_t)c[0]);
+    int32_t node = *slot;
+    for (size_t i = 1; i < len; i++) {
+        uint8_t b = (uint8_t)c[i];
+        int32_t ch = t->trie[kind][node].child;
+        while (ch >= 0 && t->trie[kind][ch].byte != b) ch = t->trie[kind][ch].sibling;
+        if (ch < 0) {
+            ch = trie_new(t, kind, b);
+            t->trie[kind][ch].sibling = t->trie[kind][node].child;
+            t->trie[kind][node].child = ch;
+        }
+        node = ch;
+    }
+    t->trie[kind][node].term = idx;
+}
 
 static void finish_load(rlc_tokenizer *t) {
     bytes_to_unicode(t);
@@ -128,56 +153,40 @@ static void finish_load(rlc_tokenizer *t) {
     t->is_special = rlc_calloc((size_t)t->n_ids + 1, 1);
     for (uint64_t i = 0; i < t->vocab.cap; i++)
         if (t->vocab.slot[i].key) t->id_tok[t->vocab.slot[i].val] = t->vocab.arena + t->vocab.slot[i].key - 1;
+    memset(t->trie_root, 0xff, sizeof t->trie_root);
     for (int i = 0; i < t->n_added; i++) {
         tok_added *a = &t->added[i];
         t->id_tok[a->id] = a->content;
         t->is_special[a->id] = (uint8_t)a->special;
         if (a->normalized) {
             rlc_strbuf b = {0};
-            normalize(t, a->content, a->len, &b);
+            tok_normalize(t, a->content, a->len, &b);
             a->norm_len = b.n;
             a->norm_content = rlc_sb_take(&b);
             if (!a->norm_len) rlc_die("%s: added token '%s' normalizes to an empty string", t->name, a->content);
-            t->added_first_norm[(unsigned char)a->norm_content[0]] = 1;
+            added_index(t, 1, a->norm_content, a->norm_len, i);
             t->n_added_norm++;
+            // HF keeps the normalized content as the token's string (id_to_token, decode), and decode's
+            // skip_special_tokens tests that string against the special tokens' contents
+            t->id_tok[a->id] = a->norm_content;
+            int sp = 0;
+            for (int k = 0; k < t->n_added && !sp; k++)
+                sp = t->added[k].special && !strcmp(t->added[k].content, a->norm_content);
+            t->is_special[a->id] = (uint8_t)sp;
         } else {
-            t->added_first[(unsigned char)a->content[0]] = 1;
+            added_index(t, 0, a->content, a->len, i);
             t->n_added_raw++;
         }
     }
     for (int b = 0; b < 256; b++) {
-        char u[4];
+        char u[8];
         int k = (int)utf8proc_encode_char((utf8proc_int32_t)t->byte_char[b], (utf8proc_uint8_t *)u);
         t->byte_id[b] = tok_strmap_get(&t->vocab, u, (size_t)k);
+        snprintf(u, sizeof u, "<0x%02X>", b);
+        t->fb_id[b] = tok_strmap_get(&t->vocab, u, 6);
     }
-    // decoded bytes of every id (the ByteLevel decoder maps each char back to its byte; a token with a
-    // char outside the table is kept as its UTF-8, as HF's ByteLevel::decode_chain does)
-    rlc_strbuf d = {0};
-    t->dec_off = rlc_calloc((size_t)t->n_ids + 1, sizeof(uint32_t));
-    t->dec_len = rlc_calloc((size_t)t->n_ids + 1, sizeof(uint32_t));
-    for (int64_t id = 0; id < t->n_ids; id++) {
-        const char *s = t->id_tok[id];
-        if (!s) continue;
-        size_t n = strlen(s), start = d.n;
-        int ok = t->dec_bytelevel;
-        if (ok) {
-            size_t i = 0;
-            while (i < n) {
-                uint32_t cp;
-                if (!tok_utf8_next(s, n, &i, &cp) || cp >= 512 || t->char_byte[cp] < 0) { ok = 0; break; }
-                rlc_sb_putc(&d, (char)t->char_byte[cp]);
-            }
-        }
-        if (!ok) {
-            d.n = start;
-            rlc_sb_append(&d, s, n);
-        }
-        CHECK(d.n < UINT32_MAX, "decode table over 4 GiB");
-        t->dec_off[id] = (uint32_t)start;
-        t->dec_len[id] = (uint32_t)(d.n - start);
-    }
-    t->dec_n = d.n;
-    t->dec_bytes = rlc_sb_take(&d);
+    tok_dec_table(t);
+    tok_bpe_prepare(t);
     t->sp.bos_id = t->sp.eos_id = t->sp.pad_id = -1;
     tok_cache_init(&t->cache, t->opts.bpe_ref ? -1 : t->opts.cache_capacity);
 }
@@ -252,10 +261,17 @@ void rlc_tok_free(rlc_tokenizer *t) {
         free(t->added[i].norm_content);
     }
     free(t->added);
+    for (int k = 0; k < 2; k++) free(t->trie[k]);
+    free(t->char_id);
+    tok_norm_free(t);
+    tok_dec_free(t);
     free(t->is_special);
     free(t->chat_template);
     tok_cache_free(&t->cache);
     rlc_sb_free(&t->sc_map);
+    rlc_sb_free(&t->sc_seg);
+    rlc_sb_free(&t->sc_na);
+    rlc_sb_free(&t->sc_nb);
     for (int i = 0; i < 8; i++) free(t->sc_spans[i]);
     free(t->sc_sym);
     free(t->name);
@@ -311,6 +327,19 @@ void rlc_tok_apply_config(rlc_tokenizer *t, const char *tcj, const char *tcn, co
     int32_t gen_eos[16];
     int n_gen_eos = 0;
     int32_t gen_bos = -1, gen_pad = -1;
+    int rebuild_post = 0, want_bos = 0, want_eos = 0;
+    // the tokenizer.json post-processor, restored first so that applying configs twice is the same as once
+    if (!t->post_saved) {
+        memcpy(t->post_pre0, t->post_pre, sizeof t->post_pre);
+        memcpy(t->post_post0, t->post_post, sizeof t->post_post);
+        t->n_post_pre0 = t->n_post_pre;
+        t->n_post_post0 = t->n_post_post;
+        t->post_saved = 1;
+    }
+    memcpy(t->post_pre, t->post_pre0, sizeof t->post_pre);
+    memcpy(t->post_post, t->post_post0, sizeof t->post_post);
+    t->n_post_pre = t->n_post_pre0;
+    t->n_post_post = t->n_post_post0;
     if (gcj) {
         cJSON *g = cJSON_ParseWithOpts(gcj, NULL, 1);   // nothing after the object
         if (!g || !cJSON_IsObject(g)) rlc_die("%s: invalid JSON (expected an object)", gcn);
@@ -333,6 +362,21 @@ void rlc_tok_apply_config(rlc_tokenizer *t, const char *tcj, const char *tcn, co
         t->sp.pad_id = config_token(t, cJSON_GetObjectItemCaseSensitive(c, "pad_token"), tcn, "pad_token");
         const cJSON *x = cJSON_GetObjectItemCaseSensitive(c, "add_bos_token");
         t->sp.add_bos = cJSON_IsTrue(x);
+        x = cJSON_GetObjectItemCaseSensitive(c, "tokenizer_class");
+        if (cJSON_IsString(x)) {
+            static const char *const SPM_CLASSES[] = {"LlamaTokenizer", "LlamaTokenizerFast", "GemmaTokenizer",
+                                                      "GemmaTokenizerFast", "CodeLlamaTokenizer", "CodeLlamaTokenizerFast"};
+            for (size_t i = 0; i < sizeof SPM_CLASSES / sizeof SPM_CLASSES[0]; i++)
+                if (!strcmp(x->valuestring, SPM_CLASSES[i])) rebuild_post = 1;
+        }
+        if (rebuild_post) {
+            const cJSON *ab = cJSON_GetObjectItemCaseSensitive(c, "add_bos_token");
+            const cJSON *ae = cJSON_GetObjectItemCaseSensitive(c, "add_eos_token");
+            if ((ab && !cJSON_IsBool(ab) && !cJSON_IsNull(ab)) || (ae && !cJSON_IsBool(ae) && !cJSON_IsNull(ae)))
+                rlc_die("%s: add_bos_token / add_eos_token must be true or false", tcn);
+            want_bos = !ab || cJSON_IsNull(ab) || cJSON_IsTrue(ab);
+            want_eos = cJSON_IsTrue(ae);
+        }
         x = cJSON_GetObjectItemCaseSensitive(c, "clean_up_tokenization_spaces");
         t->sp.clean_up_spaces = cJSON_IsTrue(x);
         x = cJSON_GetObjectItemCaseSensitive(c, "chat_template");
@@ -353,6 +397,19 @@ void rlc_tok_apply_config(rlc_tokenizer *t, const char *tcj, const char *tcn, co
     if (t->sp.eos_id < 0 && n_gen_eos) t->sp.eos_id = gen_eos[0];
     if (t->sp.bos_id < 0) t->sp.bos_id = gen_bos;
     if (t->sp.pad_id < 0) t->sp.pad_id = gen_pad;
+    t->sp.pad_fallback = 0;
+    if (t->sp.pad_id < 0) {   // generate(): "Setting pad_token_id to eos_token_id"
+        t->sp.pad_id = n_gen_eos ? gen_eos[0] : t->sp.eos_id;
+        t->sp.pad_fallback = t->sp.pad_id >= 0;
+    }
+    if (rebuild_post) {   // LlamaTokenizerFast.update_post_processor: "<bos>:0 $A:0 <eos>:0" by the flags
+        if (want_bos && t->sp.bos_id < 0) rlc_die("%s: add_bos_token is true but there is no bos_token", tcn);
+        if (want_eos && t->sp.eos_id < 0) rlc_die("%s: add_eos_token is true but there is no eos_token", tcn);
+        t->n_post_pre = t->n_post_post = 0;
+        if (want_bos) t->post_pre[t->n_post_pre++] = t->sp.bos_id;
+        if (want_eos) t->post_post[t->n_post_post++] = t->sp.eos_id;
+    }
+    t->sp.bos_added = t->sp.bos_id >= 0 && t->n_post_pre > 0 && t->post_pre[0] == t->sp.bos_id;
     add_stop(t, t->sp.eos_id);
     for (int i = 0; i < n_gen_eos; i++) add_stop(t, gen_eos[i]);
     for (int i = 0; i < t->sp.n_stop; i++)
@@ -392,42 +449,42 @@ int rlc_tok_is_special(const rlc_tokenizer *t, int32_t id) { return id >= 0 && i
 // ---------------------------------------------------------------------------------------------
 // encode
 
-static void normalize(const rlc_tokenizer *t, const char *p, size_t n, rlc_strbuf *out) {
-    rlc_sb_clear(out);
-    if (t->n_norm == 0 || n == 0) { rlc_sb_append(out, p, n); return; }
-    // NFC fast path: text made only of code points below U+0300 (no byte >= 0xCC) is already NFC
-    if (t->n_norm == 1 && t->norm[0] == TOK_NORM_NFC) {
-        size_t i = 0;
-        while (i < n && (unsigned char)p[i] < 0xCC) i++;
-        if (i == n) { rlc_sb_append(out, p, n); return; }
-    }
-    rlc_strbuf tmp = {0};
-    rlc_sb_append(&tmp, p, n);
-    for (int k = 0; k < t->n_norm; k++) {
-        utf8proc_option_t o = UTF8PROC_STABLE;
-        switch (t->norm[k]) {
-        case TOK_NORM_NFC: o |= UTF8PROC_COMPOSE; break;
-        case TOK_NORM_NFD: o |= UTF8PROC_DECOMPOSE; break;
-        case TOK_NORM_NFKC: o |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT; break;
-        case TOK_NORM_NFKD: o |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT; break;
-        }
-        utf8proc_uint8_t *dst = NULL;
-        utf8proc_ssize_t r = utf8proc_map((const utf8proc_uint8_t *)tmp.s, (utf8proc_ssize_t)tmp.n, &dst, o);
-        if (r < 0) rlc_die("normalizer failed: %s", utf8proc_errmsg(r));
-        rlc_sb_clear(&tmp);
-        rlc_sb_append(&tmp, dst, (size_t)r);
-        free(dst);
-    }
-    rlc_sb_append(out, tmp.s, tmp.n);
-    rlc_sb_free(&tmp);
-}
-
-// Pre-tokenizer steps from `step` on, then BPE.
-static void pretok(rlc_tokenizer *t, int step, const char *p, size_t n, rlc_ivec *out) {
+// Pre-tokenizer steps from `step` on, then BPE. `origin`: the piece starts at byte 0 of the original
+// text (Metaspace's prepend_scheme "first" prepends only there, HF's offsets_original().0 == 0).
+static void pretok(rlc_tokenizer *t, int step, const char *p, size_t n, int origin, rlc_ivec *out) {
     if (n == 0) return;
     if (step == t->n_steps) { tok_bpe_word(t, p, n, out); return; }
     const tok_pretok_step *st = &t->steps[step];
-    if (st->kind == 1) {   // ByteLevel: optional prefix space and GPT-2 regex split; the byte map is in BPE
+    if (st->kind == TOK_PRE_METASPACE) {
+        // ' ' -> replacement, the prepend scheme, then (split) a piece before each replacement char
+        rlc_strbuf b = {0};
+        size_t i = 0;
+        int starts_with = n >= (size_t)st->repl_len && !memcmp(p, st->repl, (size_t)st->repl_len);
+        if (p[0] == ' ') starts_with = 1;
+        if (!starts_with && (st->prepend == TOK_PREPEND_ALWAYS || (st->prepend == TOK_PREPEND_FIRST && origin)))
+            rlc_sb_append(&b, st->repl, (size_t)st->repl_len);
+        while (i < n) {
+            const char *q = memchr(p + i, ' ', n - i);
+            size_t e = q ? (size_t)(q - p) : n;
+            rlc_sb_append(&b, p + i, e - i);
+            if (!q) break;
+            rlc_sb_append(&b, st->repl, (size_t)st->repl_len);
+            i = e + 1;
+        }
+        if (!st->split) {
+            pretok(t, step + 1, b.s, b.n, origin, out);
+        } else {
+            int64_t k = tok_split_apply(st, b.s, b.n, &t->sc_spans[step], &t->sc_spans_cap[step]);
+            tok_span *sp = rlc_malloc((size_t)(k + 1) * sizeof(tok_span));
+            memcpy(sp, t->sc_spans[step], (size_t)k * sizeof(tok_span));
+            for (int64_t j = 0; j < k; j++)
+                pretok(t, step + 1, b.s + sp[j].s, (size_t)(sp[j].e - sp[j].s), origin && sp[j].s == 0, out);
+            free(sp);
+        }
+        rlc_sb_free(&b);
+        return;
+    }
+    if (st->kind == TOK_PRE_BYTELEVEL) {   // optional prefix space and GPT-2 regex split; the byte map is in BPE
         if (st->add_prefix_space && p[0] != ' ') {
             // the prefixed copy must outlive the recursion (BPE scratch is separate)
             rlc_strbuf b = {0};
@@ -437,42 +494,46 @@ static void pretok(rlc_tokenizer *t, int step, const char *p, size_t n, rlc_ivec
                 int64_t k = tok_split_apply(st, b.s, b.n, &t->sc_spans[step], &t->sc_spans_cap[step]);
                 tok_span *sp = rlc_malloc((size_t)(k + 1) * sizeof(tok_span));
                 memcpy(sp, t->sc_spans[step], (size_t)k * sizeof(tok_span));
-                for (int64_t i = 0; i < k; i++) pretok(t, step + 1, b.s + sp[i].s, (size_t)(sp[i].e - sp[i].s), out);
+                for (int64_t i = 0; i < k; i++)
+                    pretok(t, step + 1, b.s + sp[i].s, (size_t)(sp[i].e - sp[i].s), origin && sp[i].s == 0, out);
                 free(sp);
             } else {
-                pretok(t, step + 1, b.s, b.n, out);
+                pretok(t, step + 1, b.s, b.n, origin, out);
             }
             rlc_sb_free(&b);
             return;
         }
-        if (!st->use_regex) { pretok(t, step + 1, p, n, out); return; }
+        if (!st->use_regex) { pretok(t, step + 1, p, n, origin, out); return; }
     }
     int64_t k = tok_split_apply(st, p, n, &t->sc_spans[step], &t->sc_spans_cap[step]);
     for (int64_t i = 0; i < k; i++) {
         tok_span sp = t->sc_spans[step][i];   // copy: deeper steps use other scratch levels
-        pretok(t, step + 1, p + sp.s, (size_t)(sp.e - sp.s), out);
+        pretok(t, step + 1, p + sp.s, (size_t)(sp.e - sp.s), origin && sp.s == 0, out);
     }
 }
 
 // Leftmost-longest matching of the added tokens of one kind (normalized=0 on raw text, =1 on
 // normalized text), with single_word / lstrip / rstrip as HF's AddedVocabulary::find_matches.
 // For each gap calls gap(), for each token pushes its id.
-typedef void (*gap_fn)(rlc_tokenizer *t, const char *p, size_t n, rlc_ivec *out);
+typedef void (*gap_fn)(rlc_tokenizer *t, const char *p, size_t n, int origin, rlc_ivec *out);
 
-static void split_added(rlc_tokenizer *t, int norm, const char *p, size_t n, gap_fn gap, rlc_ivec *out) {
-    const uint8_t *first = norm ? t->added_first_norm : t->added_first;
-    if ((norm ? t->n_added_norm : t->n_added_raw) == 0) { gap(t, p, n, out); return; }
+static void split_added(rlc_tokenizer *t, int norm, const char *p, size_t n, int origin, gap_fn gap, rlc_ivec *out) {
+    if ((norm ? t->n_added_norm : t->n_added_raw) == 0) { gap(t, p, n, origin, out); return; }
+    const int32_t *root = t->trie_root[norm];
+    const tok_trie_node *tr = t->trie[norm];
     size_t start_off = 0, i = 0;
     while (i < n) {
-        if (!first[(unsigned char)p[i]]) { i++; continue; }
-        int best = -1;
-        size_t blen = 0;
-        for (int k = 0; k < t->n_added; k++) {
-            const tok_added *a = &t->added[k];
-            if (a->normalized != norm) continue;
-            const char *c = norm ? a->norm_content : a->content;
-            size_t cl = norm ? a->norm_len : a->len;
-            if (cl > blen && cl <= n - i && !memcmp(p + i, c, cl)) { best = k; blen = cl; }
+        int32_t node = root[(unsigned char)p[i]];
+        if (node < 0) { i++; continue; }
+        int best = tr[node].term;   // the longest token starting at i
+        size_t blen = 1, q = i + 1;
+        while (q < n) {
+            int32_t ch = tr[node].child;
+            while (ch >= 0 && tr[ch].byte != (uint8_t)p[q]) ch = tr[ch].sibling;
+            if (ch < 0) break;
+            node = ch;
+            q++;
+            if (tr[node].term >= 0) { best = tr[node].term; blen = q - i; }
         }
         if (best < 0) { i++; continue; }
         const tok_added *a = &t->added[best];
@@ -512,21 +573,22 @@ static void split_added(rlc_tokenizer *t, int norm, const char *p, size_t n, gap
             }
             i = e > i ? e : i;
         }
-        if (start_off < s) gap(t, p + start_off, s - start_off, out);
+        if (start_off < s) gap(t, p + start_off, s - start_off, origin && start_off == 0, out);
         rlc_iv_push(out, a->id);
         start_off = e;
     }
-    if (start_off < n) gap(t, p + start_off, n - start_off, out);
+    if (start_off < n) gap(t, p + start_off, n - start_off, origin && start_off == 0, out);
 }
 
-static void gap_normalized(rlc_tokenizer *t, const char *p, size_t n, rlc_ivec *out) { pretok(t, 0, p, n, out); }
+static void gap_normalized(rlc_tokenizer *t, const char *p, size_t n, int origin, rlc_ivec *out) {
+    pretok(t, 0, p, n, origin, out);
+}
 
-static void gap_raw(rlc_tokenizer *t, const char *p, size_t n, rlc_ivec *out) {
-    if (t->n_norm == 0) { split_added(t, 1, p, n, gap_normalized, out); return; }
-    rlc_strbuf nb = {0};
-    normalize(t, p, n, &nb);
-    split_added(t, 1, nb.s, nb.n, gap_normalized, out);
-    rlc_sb_free(&nb);
+static void gap_raw(rlc_tokenizer *t, const char *p, size_t n, int origin, rlc_ivec *out) {
+    if (t->n_norm == 0) { split_added(t, 1, p, n, origin, gap_normalized, out); return; }
+    rlc_strbuf *nb = &t->sc_seg;   // nothing below normalizes again, so one scratch buffer serves
+    tok_normalize(t, p, n, nb);
+    split_added(t, 1, nb->s, nb->n, origin, gap_normalized, out);
 }
 
 void rlc_tok_encode_ex(rlc_tokenizer *t, const char *text, size_t len, int add_special, rlc_ivec *out) {
@@ -538,7 +600,7 @@ void rlc_tok_encode_ex(rlc_tokenizer *t, const char *text, size_t len, int add_s
         p = fixed.s;
         len = fixed.n;
     }
-    split_added(t, 0, p, len, gap_raw, out);
+    split_added(t, 0, p, len, 1, gap_raw, out);
     rlc_sb_free(&fixed);
     if (add_special) rlc_iv_append(out, t->post_post, t->n_post_post);
 }
@@ -547,110 +609,16 @@ void rlc_tok_encode(rlc_tokenizer *t, const char *text, size_t len, rlc_ivec *ou
     rlc_tok_encode_ex(t, text, len, 0, out);
 }
 
-// ---------------------------------------------------------------------------------------------
-// decode
-
-// transformers' clean_up_tokenization (applied when tokenizer_config.json asks for it).
-static void clean_up_spaces(rlc_strbuf *b, size_t start) {
-    static const char *pat[][2] = {{" .", "."}, {" ?", "?"}, {" !", "!"}, {" ,", ","}, {" ' ", "'"}, {" n't", "n't"},
-                                   {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
-    for (size_t k = 0; k < sizeof pat / sizeof pat[0]; k++) {
-        const char *from = pat[k][0], *to = pat[k][1];
-        size_t fl = strlen(from), tl = strlen(to), r = start, w = start;
-        while (r < b->n) {
-            if (r + fl <= b->n && !memcmp(b->s + r, from, fl)) {
-                memmove(b->s + w, to, tl);
-                w += tl;
-                r += fl;
-            } else {
-                b->s[w++] = b->s[r++];
-            }
-        }
-        b->n = w;
-        b->s[w] = 0;
-    }
+void rlc_tok_encode_chat(rlc_tokenizer *t, const char *rendered, size_t len, rlc_ivec *out) {
+    rlc_tok_encode_ex(t, rendered, len, 0, out);
 }
-
-void rlc_tok_decode(const rlc_tokenizer *t, const int32_t *ids, int64_t n, int skip_special, rlc_strbuf *out) {
-    rlc_strbuf raw = {0};
-    int64_t k = 0;
-    for (int64_t i = 0; i < n; i++) {
-        int32_t id = ids[i];
-        if (id < 0 || id >= t->n_ids || !t->id_tok[id]) continue;
-        if (skip_special && t->is_special[id]) continue;
-        if (!t->dec_bytelevel && k > 0) rlc_sb_putc(&raw, ' ');
-        rlc_sb_append(&raw, t->dec_bytes + t->dec_off[id], t->dec_len[id]);
-        k++;
-    }
-    size_t start = out->n;
-    if (raw.n) utf8_lossy_append(out, raw.s, raw.n);
-    else rlc_sb_reserve(out, 0);
-    rlc_sb_free(&raw);
-    if (t->sp.clean_up_spaces) clean_up_spaces(out, start);
+void rlc_tok_encode_text(rlc_tokenizer *t, const char *text, size_t len, rlc_ivec *out) {
+    rlc_tok_encode_ex(t, text, len, 1, out);
 }
-
-char *rlc_tok_decode_str(const rlc_tokenizer *t, const int32_t *ids, int64_t n, int skip_special) {
-    rlc_strbuf b = {0};
-    rlc_tok_decode(t, ids, n, skip_special, &b);
-    return rlc_sb_take(&b);
-}
-
-void rlc_tok_stream_init(rlc_tok_stream *s, int skip_special) {
-    memset(s, 0, sizeof *s);
-    s->skip_special = skip_special;
-}
-
-static size_t stream_feed(rlc_tok_stream *s, const char *p, size_t n, rlc_strbuf *out) {
-    size_t before = out->n;
-    // complete a pending sequence first, byte by byte
-    size_t i = 0;
-    while (s->npend > 0 && i < n) {
-        s->pend[s->npend++] = (unsigned char)p[i++];
-        size_t j = 0;
-        uint32_t cp;
-        int r = utf8_step(s->pend, (size_t)s->npend, &j, &cp);
-        if (r == 1) { rlc_sb_append(out, s->pend, j); }
-        else if (r == 0) { rlc_sb_append(out, "\xEF\xBF\xBD", 3); }
-        else continue;   // still incomplete
-        // bytes after the decoded / rejected prefix go back into the input
-        size_t rest = (size_t)s->npend - j;
-        i -= rest;
-        s->npend = 0;
-    }
-    // the bulk: everything but a trailing incomplete sequence
-    size_t run = i;
-    while (i < n) {
-        size_t k = i;
-        uint32_t cp;
-        int r = utf8_step((const unsigned char *)p, n, &i, &cp);
-        if (r == 1) continue;
-        rlc_sb_append(out, p + run, k - run);
-        if (r == 0) {
-            rlc_sb_append(out, "\xEF\xBF\xBD", 3);
-            run = i;
-        } else {   // cut off by the end of this token: keep it for the next one
-            memcpy(s->pend, p + k, n - k);
-            s->npend = (int)(n - k);
-            run = i = n;
-        }
-    }
-    if (run < n) rlc_sb_append(out, p + run, n - run);
-    rlc_sb_reserve(out, 0);
-    return out->n - before;
-}
-
-size_t rlc_tok_stream_push(rlc_tok_stream *s, const rlc_tokenizer *t, int32_t id, rlc_strbuf *out) {
-    if (id < 0 || id >= t->n_ids || !t->id_tok[id]) return 0;
-    if (s->skip_special && t->is_special[id]) return 0;
-    size_t n = 0;
-    if (!t->dec_bytelevel && s->n_tokens > 0) n += stream_feed(s, " ", 1, out);
-    s->n_tokens++;
-    return n + stream_feed(s, t->dec_bytes + t->dec_off[id], t->dec_len[id], out);
-}
-
-size_t rlc_tok_stream_finish(rlc_tok_stream *s, rlc_strbuf *out) {
-    if (s->npend == 0) return 0;
-    s->npend = 0;
-    rlc_sb_append(out, "\xEF\xBF\xBD", 3);
-    return 3;
+int rlc_tok_special_template(const rlc_tokenizer *t, const int32_t **pre, int *n_pre, const int32_t **post, int *n_post) {
+    if (pre) *pre = t->post_pre;
+    if (n_pre) *n_pre = t->n_post_pre;
+    if (post) *post = t->post_post;
+    if (n_post) *n_post = t->n_post_post;
+    return t->n_post_pre;
 }

@@ -1,16 +1,19 @@
 // tokenizer.h: Hugging Face tokenizer.json (model BPE) in C, id-for-id identical to the HF Rust
 // `tokenizers` library, plus the chat template and the special-token configuration of a checkpoint.
-// Spec: shared/spec/qwen3.md §4-6.
+// Spec: shared/spec/qwen3.md §4-6, shared/spec/models.md §5 (SentencePiece-style files, special ids).
 //
 // Supported tokenizer.json features (anything else is a one-line error naming the feature):
-//   normalizer     null | NFC | NFD | NFKC | NFKD | Sequence of those
+//   normalizer     null | NFC | NFD | NFKC | NFKD | Replace (String or Regex) | Prepend | Strip | Sequence
 //   pre_tokenizer  null | Split (Regex or String pattern; behaviors Removed, Isolated, MergedWithPrevious,
-//                  MergedWithNext, Contiguous; invert) | ByteLevel (add_prefix_space, use_regex) | Sequence;
+//                  MergedWithNext, Contiguous; invert) | ByteLevel (add_prefix_space, use_regex) |
+//                  Metaspace (replacement, prepend_scheme first/always/never, split) | Sequence;
 //                  ByteLevel must be the last step.
-//   model          BPE: vocab, merges as "a b" strings or [a, b] pairs, ignore_merges, unk_token/fuse_unk.
-//                  Not supported: dropout > 0, byte_fallback, continuing_subword_prefix, end_of_word_suffix.
+//   model          BPE: vocab, merges as "a b" strings or [a, b] pairs, ignore_merges, unk_token/fuse_unk,
+//                  byte_fallback (<0xNN> tokens). Not supported: dropout > 0, continuing_subword_prefix,
+//                  end_of_word_suffix.
 //   post_processor null | ByteLevel | TemplateProcessing (single sequence) | Sequence of those.
-//   decoder        null | ByteLevel.
+//   decoder        null | ByteLevel | Replace (String) | ByteFallback | Fuse | Strip | Metaspace | Sequence
+//                  (ByteLevel last; ByteFallback before any Fuse).
 //   added_tokens   matched before normalization (normalized=false) or after it (normalized=true),
 //                  leftmost-longest, with single_word, lstrip, rstrip; special ones can be skipped on decode.
 //
@@ -64,6 +67,21 @@ void rlc_tok_free(rlc_tokenizer *t);
 void rlc_tok_encode(rlc_tokenizer *t, const char *text, size_t len, rlc_ivec *out);
 void rlc_tok_encode_ex(rlc_tokenizer *t, const char *text, size_t len, int add_special, rlc_ivec *out);
 
+// The two ways a prompt becomes ids, as transformers does them (spec models.md §5.4):
+//   - a chat prompt already rendered by the checkpoint's template: rlc_tok_encode_chat, which is
+//     apply_chat_template(tokenize=True), i.e. encode(rendered, add_special_tokens=False). Templates
+//     that need a BOS (Llama 3.x, Gemma 3, Mistral) write it as text (`{{ bos_token }}`), so adding
+//     the post-processor's BOS as well would give two ([128000, 128000, ...] for Llama 3.x).
+//   - plain text (a base model's prompt, an SFT document): rlc_tok_encode_text, which is
+//     tokenizer(text) with add_special_tokens=True: the post-processor's template (e.g. Gemma's <bos>,
+//     Llama 3.1's <|begin_of_text|>, Mistral's <s>; Qwen adds nothing).
+// Both append to out.
+void rlc_tok_encode_chat(rlc_tokenizer *t, const char *rendered, size_t len, rlc_ivec *out);
+void rlc_tok_encode_text(rlc_tokenizer *t, const char *text, size_t len, rlc_ivec *out);
+// The ids the post-processor puts before / after the text (add_special_tokens=True). Returns the
+// count before; *pre / *post may be NULL.
+int rlc_tok_special_template(const rlc_tokenizer *t, const int32_t **pre, int *n_pre, const int32_t **post, int *n_post);
+
 // Decode ids to UTF-8 as HF `decode(ids, skip_special_tokens)`: ids without a token are dropped and
 // invalid UTF-8 becomes U+FFFD (Rust from_utf8_lossy). Appends to out.
 void rlc_tok_decode(const rlc_tokenizer *t, const int32_t *ids, int64_t n, int skip_special, rlc_strbuf *out);
@@ -71,13 +89,22 @@ void rlc_tok_decode(const rlc_tokenizer *t, const int32_t *ids, int64_t n, int s
 char *rlc_tok_decode_str(const rlc_tokenizer *t, const int32_t *ids, int64_t n, int skip_special);
 
 // Streaming decode for generation: feed ids one at a time; each call appends the text that is now
-// complete (a UTF-8 sequence split across tokens is held back until it completes or proves invalid).
-// The concatenation of all pushes and the final finish equals rlc_tok_decode of the same ids.
+// final. Text a later token could still change is held back: an incomplete UTF-8 sequence, a run of
+// byte-fallback <0xNN> tokens (until a non-byte token closes it), a tail a Strip/Replace after Fuse or
+// clean_up_tokenization_spaces may still rewrite. The concatenation of all pushes and the final
+// finish equals rlc_tok_decode of the same ids (which is implemented as exactly that).
+// finish releases the stream's buffers and resets it for reuse.
 typedef struct {
-    unsigned char pend[8];   // bytes of an incomplete UTF-8 sequence
-    int npend;
     int skip_special;
-    int64_t n_tokens;        // tokens seen that produced text (for the no-decoder " " join)
+    const struct rlc_tokenizer *t;   // set by push
+    int64_t n_tokens;                // tokens that reached the end of the chain (no-decoder " " join)
+    int64_t step_tokens[8];          // tokens seen by each decoder step (Fuse, Metaspace's first token)
+    int strip_left[8];               // Strip after Fuse: content chars stripped at the start (-1: done)
+    rlc_strbuf bytes;                // ByteFallback: the open run of <0xNN> bytes
+    rlc_strbuf hold[8];              // Replace / Strip after Fuse: the held-back tail
+    unsigned char pend[8];           // bytes of an incomplete UTF-8 sequence
+    int npend;
+    rlc_strbuf clean;                // clean_up_tokenization_spaces: the held-back tail
 } rlc_tok_stream;
 void rlc_tok_stream_init(rlc_tok_stream *s, int skip_special);
 // Returns the number of bytes appended.
@@ -90,13 +117,27 @@ int32_t rlc_tok_token_to_id(const rlc_tokenizer *t, const char *token);   // -1 
 const char *rlc_tok_id_to_token(const rlc_tokenizer *t, int32_t id);      // NULL if no token
 int rlc_tok_is_special(const rlc_tokenizer *t, int32_t id);               // added token with special=true
 
-// Special ids from the configs (-1 when unset).
+// Special ids from the configs (-1 when unset), as transformers (v4) reads them:
+//   bos/eos/pad   tokenizer_config.json bos_token / eos_token / pad_token (a string or {"content": ...});
+//                 generation_config.json bos_token_id / eos_token_id (first of a list) / pad_token_id fill
+//                 what the tokenizer config leaves unset.
+//   pad           with neither, pad falls back as generate() does: generation_config's first eos id, else the
+//                 tokenizer's eos (pad_fallback = 1 then). Llama 3.x has no pad and gets 128001.
+//   stop_ids      the tokenizer's eos plus every generation_config.json eos_token_id (a number or a list:
+//                 Llama 3.1/3.2 [128001, 128008, 128009], Qwen2.5 [151645, 151643], Gemma 3 [1, 106]),
+//                 deduplicated: generation stops at any of them.
+//   BOS           added by the post-processor (rlc_tok_encode_text; see rlc_tok_special_template), never by
+//                 rlc_tok_encode_chat. For tokenizer_class LlamaTokenizer(Fast) / GemmaTokenizer(Fast) /
+//                 CodeLlamaTokenizer(Fast), transformers rebuilds the post-processor from the config's
+//                 add_bos_token (default true) and add_eos_token (default false), and so does rlc.
 typedef struct {
-    int32_t bos_id, eos_id, pad_id;   // tokenizer_config.json (generation_config.json as fallback)
+    int32_t bos_id, eos_id, pad_id;
     int32_t stop_ids[16];             // eos_id plus generation_config.json eos_token_id(s), deduplicated
     int n_stop;
     int add_bos;                      // tokenizer_config.json add_bos_token
     int clean_up_spaces;              // tokenizer_config.json clean_up_tokenization_spaces
+    int pad_fallback;                 // pad_id is an eos id (no pad configured)
+    int bos_added;                    // the post-processor puts bos_id first (encode_text adds a BOS)
 } rlc_tok_special;
 const rlc_tok_special *rlc_tok_specials(const rlc_tokenizer *t);
 int rlc_tok_is_stop(const rlc_tokenizer *t, int32_t id);
