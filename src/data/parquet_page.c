@@ -17,6 +17,7 @@ enum { PAGE_DATA = 0, PAGE_INDEX = 1, PAGE_DICTIONARY = 2, PAGE_DATA_V2 = 3 };
 // A page holds at most this many bytes uncompressed: Parquet writers cut pages near 1 MiB, and the format's
 // page sizes are i32. It bounds what a corrupt header can make us allocate.
 #define PQ_MAX_PAGE ((int64_t)INT32_MAX)
+#define PQ_MAX_PAGE_ENTRIES ((int64_t)1 << 24)
 
 const char *rlc_pq_codec_name(int codec) {
     static const char *n[] = {"UNCOMPRESSED", "SNAPPY", "GZIP", "LZO", "BROTLI", "LZ4", "ZSTD", "LZ4_RAW"};
@@ -277,8 +278,6 @@ static void delta_lengths(const rlc_pq_chunk *m, cursor *c, int64_t n, const int
 
 // Append `n` values of a data page in encoding `enc` (dict: the chunk's dictionary, NULL if none).
 static void page_values(const rlc_pq_chunk *m, cursor *c, int enc, int64_t n, const rlc_pq_values *dict, rlc_pq_values *v) {
-    if (n > (int64_t)(c->n - c->pos) * 8 + 8 && enc != ENC_PLAIN_DICTIONARY && enc != ENC_RLE_DICTIONARY && enc != ENC_RLE)
-        fail(m, "%lld values cannot fit in a page of %zu bytes", (long long)n, c->n - c->pos);
     switch (enc) {
     case ENC_PLAIN: plain(m, c, n, v); return;
     case ENC_PLAIN_DICTIONARY: case ENC_RLE_DICTIONARY: {
@@ -352,23 +351,29 @@ static void page_values(const rlc_pq_chunk *m, cursor *c, int enc, int64_t n, co
 // ---- codecs ----
 
 // Decompress src into a fresh buffer of exactly `want` bytes (plus a guard byte).
+// Each codec's own bound is checked before the allocation, so a corrupt size never allocates more than the
+// compressed bytes can produce.
 static uint8_t *decompress(const rlc_pq_chunk *m, const uint8_t *src, size_t n, size_t want) {
-    uint8_t *dst = rlc_malloc(want + 1);
+    uint8_t *dst = NULL;
     switch (m->codec) {
     case CODEC_UNCOMPRESSED:
         if (n != want) fail(m, "an uncompressed page of %zu bytes declares %zu", n, want);
+        dst = rlc_malloc(want + 1);
         memcpy(dst, src, n);
         return dst;
     case CODEC_SNAPPY: {
         size_t got = 0;
         if (snappy_uncompressed_length((const char *)src, n, &got) != SNAPPY_OK || got != want)
             fail(m, "corrupt SNAPPY page (expected %zu bytes uncompressed)", want);
+        dst = rlc_malloc(want + 1);
         got = want;
         if (snappy_uncompress((const char *)src, n, (char *)dst, &got) != SNAPPY_OK || got != want)
             fail(m, "corrupt SNAPPY page (expected %zu bytes uncompressed)", want);
         return dst;
     }
     case CODEC_GZIP: {
+        if (want / 1032 > n + 1) fail(m, "a GZIP page of %zu bytes cannot hold %zu (deflate's ratio is at most 1032)", n, want);
+        dst = rlc_malloc(want + 1);
         z_stream z;
         memset(&z, 0, sizeof z);
         if (inflateInit2(&z, 15 + 32) != Z_OK) fail(m, "zlib initialisation failed");   // 32: gzip or zlib header
@@ -387,6 +392,10 @@ static uint8_t *decompress(const rlc_pq_chunk *m, const uint8_t *src, size_t n, 
         return dst;
     }
     case CODEC_ZSTD: {
+        const unsigned long long fs = ZSTD_getFrameContentSize(src, n);
+        if (fs == ZSTD_CONTENTSIZE_ERROR || (fs != ZSTD_CONTENTSIZE_UNKNOWN && fs != want))
+            fail(m, "corrupt ZSTD page (expected %zu bytes uncompressed)", want);
+        dst = rlc_malloc(want + 1);
         size_t got = ZSTD_decompress(dst, want, src, n);
         if (ZSTD_isError(got) || got != want)
             fail(m, "corrupt ZSTD page (expected %zu bytes uncompressed%s%s)", want, ZSTD_isError(got) ? ": " : "",
@@ -527,6 +536,10 @@ void rlc_pq_column_read(rlc_pq_column *c, const uint8_t *file, size_t file_n, co
         }
         if (h.type != PAGE_DATA && h.type != PAGE_DATA_V2) continue;   // index pages and unknown kinds carry no rows
         const int64_t nv = h.num_values;
+        // Levels may compress any count into a few bytes; writers cut pages far below this bound, which keeps
+        // a corrupt count from allocating gigabytes.
+        if (nv > PQ_MAX_PAGE_ENTRIES)
+            fail(m, "a page of %lld entries (rlc reads pages of up to %lld)", (long long)nv, (long long)PQ_MAX_PAGE_ENTRIES);
         if (nv > m->num_values - c->n_levels)
             fail(m, "a page of %lld values overruns the chunk's %lld", (long long)nv, (long long)m->num_values);
         grow_levels(c, &cap, nv, m);

@@ -1,22 +1,25 @@
-// Writes JSONL rows as a Parquet file with an independent writer, for rlc's Parquet reader tests:
-//   node parquet_write.mjs IN.jsonl OUT.parquet WRITER [codec=none|snappy|zstd|gzip] [pages=1|2]
-//        [dict=1|0] [rowgroup=N] [pagesize=BYTES] [delta=1]
+// Writes JSONL rows as Parquet files with independent writers, for rlc's Parquet reader tests:
+//   node parquet_write.mjs IN.jsonl OUT.parquet WRITER [options] [-- OUT2.parquet WRITER2 [options] ...]
+// options: codec=none|snappy|zstd|gzip|lz4_raw|brotli  pages=1|2  dict=1|0  rowgroup=N  pagesize=BYTES  delta=1
+//          required=1 (hyparquet: every field REQUIRED, for rows without nulls)
 // WRITER is `arrow` (the npm package parquet-wasm: Apache arrow-rs compiled to WebAssembly, fed Arrow IPC built
-// by apache-arrow) or `hyparquet` (the npm package hyparquet-writer; it always writes data pages v2).
-// The schema is inferred from the rows: objects -> structs, arrays -> lists, integers -> INT32 (INT64 beyond),
+// by apache-arrow) or `hyparquet` (the npm package hyparquet-writer; it always writes data pages v2; delta=1
+// asks it for DELTA_BYTE_ARRAY strings, DELTA_BINARY_PACKED integers and BYTE_STREAM_SPLIT doubles).
+// The schema is inferred from the rows: objects -> structs, arrays -> lists, integers -> INT32 (DOUBLE beyond),
 // other numbers -> DOUBLE, strings -> UTF8, booleans -> BOOLEAN; null is allowed everywhere.
 import fs from 'node:fs'
 import zlib from 'node:zlib'
 import { execFileSync } from 'node:child_process'
 import { createRequire } from 'node:module'
 
-const [inPath, outPath, writer, ...opts] = process.argv.slice(2)
-if (!inPath || !outPath || !['arrow', 'hyparquet'].includes(writer)) {
-  console.error('usage: node parquet_write.mjs IN.jsonl OUT.parquet arrow|hyparquet [codec=..] [pages=1|2] [dict=1|0] [rowgroup=N] [pagesize=B] [delta=1]')
+const argv = process.argv.slice(2)
+const inPath = argv.shift()
+const jobs = [[]]
+for (const a of argv) { if (a === '--') jobs.push([]); else jobs[jobs.length - 1].push(a) }
+if (!inPath || jobs.some(j => j.length < 2 || !['arrow', 'hyparquet'].includes(j[1]))) {
+  console.error('usage: node parquet_write.mjs IN.jsonl OUT.parquet arrow|hyparquet [options] [-- OUT2.parquet WRITER2 [options] ...]')
   process.exit(2)
 }
-const o = { codec: 'snappy', pages: '1', dict: '1', rowgroup: '0', pagesize: '0', delta: '0' }
-for (const kv of opts) { const [k, v] = kv.split('='); if (!(k in o)) throw new Error('unknown option ' + k); o[k] = v }
 const rows = fs.readFileSync(inPath, 'utf8').split('\n').filter(l => l.trim()).map(l => JSON.parse(l))
 
 // ---- type inference: {kind: 'string'|'int'|'int64'|'double'|'bool'|'struct'|'list'|'null', fields, elem}
@@ -49,11 +52,15 @@ const cols = new Map()
 for (const r of rows) for (const [k, v] of Object.entries(r)) cols.set(k, cols.has(k) ? merge(cols.get(k), infer(v)) : infer(v))
 const finalize = t => t.kind === 'null' ? { kind: 'string' } : t   // an all-null column is written as strings
 
-const compressions = { none: 'UNCOMPRESSED', snappy: 'SNAPPY', zstd: 'ZSTD', gzip: 'GZIP' }
-if (!(o.codec in compressions)) throw new Error('unknown codec ' + o.codec)
+const compressions = { none: 'UNCOMPRESSED', snappy: 'SNAPPY', zstd: 'ZSTD', gzip: 'GZIP', lz4_raw: 'LZ4_RAW', brotli: 'BROTLI' }
+const require = createRequire(import.meta.url)
+const { parquetWriteBuffer } = await import('hyparquet-writer')
 
+for (const [outPath, writer, ...opts] of jobs) {
+const o = { codec: 'snappy', pages: '1', dict: '1', rowgroup: '0', pagesize: '0', delta: '0', required: '0' }
+for (const kv of opts) { const [k, v] = kv.split('='); if (!(k in o)) throw new Error('unknown option ' + k); o[k] = v }
+if (!(o.codec in compressions)) throw new Error('unknown codec ' + o.codec)
 if (writer === 'arrow') {
-  const require = createRequire(import.meta.url)
   const arrow = require('apache-arrow')
   const pw = require('parquet-wasm/node')
   const toArrow = t => {
@@ -80,11 +87,10 @@ if (writer === 'arrow') {
   if (+o.pagesize) b = b.setDataPageSizeLimit(+o.pagesize).setWriteBatchSize(Math.max(1, Math.min(1024, +o.pagesize >> 4)))
   fs.writeFileSync(outPath, pw.writeParquet(wasmTable, b.build()))
 } else {
-  const { parquetWriteBuffer } = await import('hyparquet-writer')
   // parquet schema elements for a column, depth first
   const elems = (name, t, out) => {
     t = finalize(t)
-    const opt = { name, repetition_type: 'OPTIONAL' }
+    const opt = { name, repetition_type: o.required === '1' ? 'REQUIRED' : 'OPTIONAL' }
     switch (t.kind) {
     case 'string': out.push({ ...opt, type: 'BYTE_ARRAY', converted_type: 'UTF8' }); break
     case 'bool': out.push({ ...opt, type: 'BOOLEAN' }); break
@@ -109,7 +115,7 @@ if (writer === 'arrow') {
     ZSTD: buf => new Uint8Array(execFileSync('zstd', ['-q', '-c'], { input: buf })),   // node 20's zlib has no zstd
   }
   const columnData = [...cols].map(([k, t]) => {
-    const c = { name: k, data: rows.map(r => r[k] ?? null) }
+    const c = { name: k, data: rows.map(r => r[k] ?? null), nullable: o.required !== '1' }
     const leaf = finalize(t).kind
     if (o.dict === '0') c.encoding = 'PLAIN'
     if (o.delta === '1' && leaf === 'string') c.encoding = 'DELTA_BYTE_ARRAY'
@@ -121,4 +127,5 @@ if (writer === 'arrow') {
   if (+o.rowgroup) args.rowGroupSize = +o.rowgroup
   if (+o.pagesize) args.pageSize = +o.pagesize
   fs.writeFileSync(outPath, new Uint8Array(parquetWriteBuffer(args)))
+}
 }
