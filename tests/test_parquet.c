@@ -2,8 +2,8 @@
 // lists, structs, lists of structs, lists of lists and nulls at every level) are written as JSONL by cJSON and
 // as Parquet by the npm packages parquet-wasm (Apache arrow-rs) and hyparquet-writer, across the codecs
 // (none, snappy, zstd, gzip), data pages v1 and v2, dictionary on and off, the DELTA and BYTE_STREAM_SPLIT
-// encodings, required and optional fields, several row groups and many pages; every row read must equal its
-// JSONL line. The dataset loaders (verl rows, GSM8K rows, SFT text) must build the same prompts from a
+// encodings, required and optional fields, several row groups and many pages, and MAP columns; every row read
+// must equal its JSONL line. The dataset loaders (verl rows, GSM8K rows, SFT text) must build the same prompts from a
 // .parquet file as from the JSONL file, and ../shared/data's GSM8K splits converted by both writers must read
 // back equal. Bad files (truncated, a bad footer, an unsupported codec or encoding, a missing column) must die
 // with one line naming the file, the column and what was expected.
@@ -245,6 +245,44 @@ static void test_matrix(uint64_t seed) {
     free(prefix);
 }
 
+// MAP columns (arrow-rs writes MAP<string, int32> as a repeated key_value group): each map reads back as an
+// object keyed by the map's keys.
+static void test_maps(uint64_t seed) {
+    tl_rng r;
+    tl_rng_init(&r, seed ^ 0x9e3779b97f4a7c15ull);
+    const int n = 200;
+    cJSON **rows = rlc_malloc((size_t)n * sizeof *rows);
+    for (int i = 0; i < n; i++) {
+        rows[i] = cJSON_CreateObject();
+        cJSON_AddNumberToObject(rows[i], "id", i);
+        cJSON *m = cJSON_CreateObject();
+        for (int k = below(&r, 5); k > 0; k--) {
+            char key[32];
+            snprintf(key, sizeof key, "k%d", below(&r, 50));
+            if (!cJSON_GetObjectItemCaseSensitive(m, key))
+                cJSON_AddItemToObject(m, key, maybe_null(&r, 20, cJSON_CreateNumber(below(&r, 1000) - 500)));
+        }
+        cJSON_AddItemToObject(rows[i], "m", maybe_null(&r, 10, m));
+    }
+    char *jl = path_in("maps.jsonl"), *prefix = path_in("maps");
+    write_jsonl(jl, rows, n);
+    for (int i = 0; i < n; i++) cJSON_Delete(rows[i]);
+    free(rows);
+    static const variant MV[] = {{"v1", "arrow", "maps=m codec=none pages=1 rowgroup=64 pagesize=256"},
+                                 {"v2", "arrow", "maps=m codec=zstd pages=2 dict=0"}};
+    cJSON *want = read_jsonl_rows(jl);
+    if (write_variants(jl, prefix, MV, 2))
+        for (int v = 0; v < 2; v++) {
+            char f[4200], what[64];
+            snprintf(f, sizeof f, "%s-%s.parquet", prefix, MV[v].name);
+            snprintf(what, sizeof what, "MAP column (arrow, %s)", MV[v].name);
+            if (parquet_equals(f, want, what)) printf("ok %s: %d rows equal\n", what, n);
+        }
+    cJSON_Delete(want);
+    free(jl);
+    free(prefix);
+}
+
 // ---- datasets: the same prompts from .parquet as from .jsonl ----
 
 static int same_prompt(const rlc_prompt *a, const rlc_prompt *b) {
@@ -460,6 +498,7 @@ int main(void) {
     DIR_ = tl_tmpdir("parquet");
     if (rlc_file_exists(QWEN3_DIR "/tokenizer.json")) TOK = rlc_tok_load(QWEN3_DIR, NULL);
     test_matrix(seed);
+    test_maps(seed);
     test_datasets();
     test_gsm8k();
     test_errors();

@@ -2,6 +2,7 @@
 //   node parquet_write.mjs IN.jsonl OUT.parquet WRITER [options] [-- OUT2.parquet WRITER2 [options] ...]
 // options: codec=none|snappy|zstd|gzip|lz4_raw|brotli  pages=1|2  dict=1|0  rowgroup=N  pagesize=BYTES  delta=1
 //          required=1 (hyparquet: every field REQUIRED, for rows without nulls)
+//          maps=COL,... (arrow: these object columns as MAP<string, value> instead of structs)
 // WRITER is `arrow` (the npm package parquet-wasm: Apache arrow-rs compiled to WebAssembly, fed Arrow IPC built
 // by apache-arrow) or `hyparquet` (the npm package hyparquet-writer; it always writes data pages v2; delta=1
 // asks it for DELTA_BYTE_ARRAY strings, DELTA_BINARY_PACKED integers and BYTE_STREAM_SPLIT doubles).
@@ -57,7 +58,7 @@ const require = createRequire(import.meta.url)
 const { parquetWriteBuffer } = await import('hyparquet-writer')
 
 for (const [outPath, writer, ...opts] of jobs) {
-const o = { codec: 'snappy', pages: '1', dict: '1', rowgroup: '0', pagesize: '0', delta: '0', required: '0' }
+const o = { codec: 'snappy', pages: '1', dict: '1', rowgroup: '0', pagesize: '0', delta: '0', required: '0', maps: '' }
 for (const kv of opts) { const [k, v] = kv.split('='); if (!(k in o)) throw new Error('unknown option ' + k); o[k] = v }
 if (!(o.codec in compressions)) throw new Error('unknown codec ' + o.codec)
 if (writer === 'arrow') {
@@ -75,8 +76,19 @@ if (writer === 'arrow') {
     case 'struct': return new arrow.Struct([...t.fields].map(([k, f]) => new arrow.Field(k, toArrow(f), true)))
     }
   }
+  const maps = new Set(o.maps.split(',').filter(x => x))
   const vectors = {}
-  for (const [k, t] of cols) vectors[k] = arrow.vectorFromArray(rows.map(r => r[k] ?? null), toArrow(t))
+  for (const [k, t] of cols) {
+    if (maps.has(k)) {
+      if (t.kind !== 'struct') throw new Error(`maps: column ${k} does not hold objects`)
+      const value = [...t.fields.values()].reduce(merge, { kind: 'null' })
+      const entry = new arrow.Struct([new arrow.Field('key', new arrow.Utf8(), false), new arrow.Field('value', toArrow(value), true)])
+      const data = rows.map(r => r[k] == null ? null : new Map(Object.entries(r[k])))
+      vectors[k] = arrow.vectorFromArray(data, new arrow.Map_(new arrow.Field('entries', entry, false)))
+    } else {
+      vectors[k] = arrow.vectorFromArray(rows.map(r => r[k] ?? null), toArrow(t))
+    }
+  }
   const table = new arrow.Table(vectors)
   const wasmTable = pw.Table.fromIPCStream(arrow.tableToIPC(table, 'stream'))
   let b = new pw.WriterPropertiesBuilder()
