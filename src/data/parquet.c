@@ -128,7 +128,7 @@ static int build_node(rlc_parquet *pq, const schema_elem *el, int n_el, int *nex
     const schema_elem *e = &el[i];
     if (depth > PQ_MAX_DEPTH) rlc_die("%s: the schema nests deeper than %d levels", pq->path, PQ_MAX_DEPTH);
     n->name = rlc_malloc(e->name_n + 1);
-    memcpy(n->name, e->name, e->name_n);
+    if (e->name_n) memcpy(n->name, e->name, e->name_n);
     n->name[e->name_n] = 0;
     if (parent <= 0) n->path = rlc_strdup(parent < 0 ? "" : n->name);
     else {
