@@ -123,6 +123,8 @@ static void read_column_chunk(rlc_thrift *t, chunk_meta *c) {
 static int name_is(const rlc_pq_node *n, const char *s) { return !strcmp(n->name, s); }
 
 static int build_node(rlc_parquet *pq, const schema_elem *el, int n_el, int *next, int parent, int depth) {
+    if (*next >= n_el)
+        rlc_die("%s: the schema's groups claim more children than the footer's %d schema elements", pq->path, n_el);
     const int i = (*next)++;
     rlc_pq_node *n = &pq->nodes[i];
     const schema_elem *e = &el[i];
