@@ -167,6 +167,9 @@ static int build_node(rlc_parquet *pq, const schema_elem *el, int n_el, int *nex
         if (parent < 0) rlc_die("%s: the schema has no columns", pq->path);
         if (e->type < 0) rlc_die("%s: column %s: a group with no fields", pq->path, n->path);
         n->type = e->type;
+        if (n->type == RLC_PQ_BYTE_ARRAY && (e->converted == CONV_DECIMAL || e->logical == LOGICAL_DECIMAL))
+            rlc_die("%s: column %s: a DECIMAL stored as BYTE_ARRAY; rlc reads DECIMAL columns stored as INT32 or INT64",
+                    pq->path, n->path);
         n->leaf = pq->n_leaves++;
     }
     n->leaf_end = pq->n_leaves;
