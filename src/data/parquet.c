@@ -67,7 +67,7 @@ static void read_schema_elem(rlc_thrift *t, schema_elem *e) {
 
 typedef struct {
     int type, codec;
-    int64_t num_values, data_page_offset, dictionary_page_offset, total_compressed_size;
+    int64_t num_values, data_page_offset, dictionary_page_offset, total_compressed_size, total_uncompressed_size;
     rlc_strbuf path;        // path_in_schema joined with '.'
     int external;           // ColumnChunk.file_path set: the data lives in another file
 } chunk_meta;
@@ -92,6 +92,7 @@ static void read_column_meta(rlc_thrift *t, chunk_meta *c) {
         }
         case 4: c->codec = rlc_thrift_i32(t, ft); break;
         case 5: c->num_values = rlc_thrift_i64(t, ft); break;
+        case 6: c->total_uncompressed_size = rlc_thrift_i64(t, ft); break;
         case 7: c->total_compressed_size = rlc_thrift_i64(t, ft); break;
         case 9: c->data_page_offset = rlc_thrift_i64(t, ft); break;
         case 11: c->dictionary_page_offset = rlc_thrift_i64(t, ft); break;
@@ -105,7 +106,7 @@ static void read_column_chunk(rlc_thrift *t, chunk_meta *c) {
     memset(c, 0, sizeof *c);
     c->type = c->codec = -1;
     c->num_values = c->data_page_offset = c->total_compressed_size = -1;
-    c->dictionary_page_offset = -1;
+    c->dictionary_page_offset = c->total_uncompressed_size = -1;
     int have_meta = 0;
     rlc_thrift_struct_begin(t);
     int last = 0, id, ft;
@@ -241,8 +242,23 @@ static void parse_footer(rlc_parquet *pq, const uint8_t *p, size_t n) {
     build_node(pq, el, n_el, &next, -1, 0);
     if (next != n_el) rlc_die("%s: the schema lists %d elements, its tree holds %d", pq->path, n_el, next);
     pq->leaf_node = rlc_malloc((size_t)pq->n_leaves * sizeof(int));
-    for (int i = 0; i < n_el; i++)
-        if (pq->nodes[i].leaf >= 0) pq->leaf_node[pq->nodes[i].leaf] = i;
+    for (int i = 0; i < n_el; i++) {
+        rlc_pq_node *nd = &pq->nodes[i];
+        if (nd->leaf >= 0) pq->leaf_node[nd->leaf] = i;
+        nd->list_elem = -1;
+        if (nd->is_list && nd->n_children == 1 && pq->nodes[nd->children[0]].repetition == RLC_PQ_REPEATED) {
+            // The element per the format's LIST rules: a repeated group of one field is a 3-level list (its
+            // field is the element) unless it is named "array" or "<list>_tuple" (old 2-level lists).
+            const int r = nd->children[0];
+            const rlc_pq_node *rn = &pq->nodes[r];
+            nd->list_elem = r;
+            if (rn->leaf < 0 && rn->n_children == 1 && !name_is(rn, "array")) {
+                const size_t ln = strlen(nd->name);
+                if (!(strlen(rn->name) == ln + 6 && !strncmp(rn->name, nd->name, ln) && !strcmp(rn->name + ln, "_tuple")))
+                    nd->list_elem = rn->children[0];
+            }
+        }
+    }
 
     pq->groups = rlc_calloc((size_t)n_rg + 1, sizeof(rlc_pq_row_group));
     pq->n_groups = (int)n_rg;
@@ -278,6 +294,7 @@ static void parse_footer(rlc_parquet *pq, const uint8_t *p, size_t n) {
             k->data_page_offset = m->data_page_offset;
             k->dictionary_page_offset = m->dictionary_page_offset;
             k->total_compressed_size = m->total_compressed_size;
+            k->total_uncompressed_size = m->total_uncompressed_size;
         }
         if (rg->num_rows > INT64_MAX - total) rlc_die("%s: row counts overflow", pq->path);
         total += rg->num_rows;
@@ -374,7 +391,7 @@ static cJSON *leaf_value(rlc_parquet *pq, const rlc_pq_node *n) {
         if (n->is_json) {
             out = cJSON_ParseWithLength(s, (size_t)c->vals.len[v]);
             if (!out) bad_levels(pq, n, "a JSON-annotated value is not valid JSON");
-        } else out = cJSON_CreateString(s);
+        } else out = cJSON_CreateStringReference(s);   // the arena outlives the row (see rlc_parquet_next)
         break;
     }
     default: {
@@ -428,17 +445,7 @@ static cJSON *read_instance(rlc_parquet *pq, const rlc_pq_node *n) {
             cJSON_Delete(arr);
             return obj;
         }
-        if (n->is_list) {
-            // The element type per the format's LIST rules: a repeated group of one field is a 3-level list
-            // (its field is the element) unless it is named "array" or "<list>_tuple" (old 2-level lists).
-            const rlc_pq_node *elem = r;
-            if (r->leaf < 0 && r->n_children == 1 && !name_is(r, "array")) {
-                char tuple[512];
-                snprintf(tuple, sizeof tuple, "%s_tuple", n->name);
-                if (!name_is(r, tuple)) elem = &pq->nodes[r->children[0]];
-            }
-            return read_repeated(pq, r, elem);
-        }
+        if (n->is_list) return read_repeated(pq, r, &pq->nodes[n->list_elem]);
     }
     cJSON *obj = cJSON_CreateObject();
     for (int k = 0; k < n->n_children; k++) {

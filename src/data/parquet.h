@@ -30,6 +30,7 @@ typedef struct {
     int n_children;
     int leaf;               // leaf (column) index, -1 for a group
     int leaf_begin, leaf_end;   // the leaves under this node: [leaf_begin, leaf_end)
+    int list_elem;          // a LIST group: the node read per element (its repeated child or that child's field); -1 otherwise
 } rlc_pq_node;
 
 typedef struct {
@@ -59,7 +60,8 @@ typedef struct {
 
 // Open a Parquet file and read its footer and schema. Dies "path: ..." if it is not a readable Parquet file.
 void rlc_parquet_open(rlc_parquet *pq, const char *path);
-// The next row as a JSON object (owned by pq, valid until the next call), or NULL after the last row.
+// The next row as a JSON object (owned by pq, valid until the next call), or NULL after the last row. Its strings
+// point into the reader's buffers (cJSON string references): read or duplicate the row, do not keep parts of it.
 const cJSON *rlc_parquet_next(rlc_parquet *pq);
 void rlc_parquet_close(rlc_parquet *pq);
 // 1 if the file has a top-level column `name`.

@@ -505,6 +505,12 @@ void rlc_pq_column_read(rlc_pq_column *c, const uint8_t *file, size_t file_n, co
              (long long)start, (long long)m->total_compressed_size, file_n);
     if (m->num_values < 0) fail(m, "negative value count %lld", (long long)m->num_values);
     const int64_t end = start + m->total_compressed_size;
+    if (m->type == RLC_PQ_BYTE_ARRAY && m->total_uncompressed_size > 0) {
+        // One arena for the chunk's strings, sized once from the metadata's hint (bounded by the file, as the
+        // hint is only a hint): growing it by doubling would copy the strings over and over.
+        const uint64_t hint = (uint64_t)m->total_uncompressed_size, cap = 4 * (uint64_t)file_n;
+        vals_reserve(m, &c->vals, 0, (size_t)(hint < cap ? hint : cap));
+    }
     rlc_pq_values dict = {0};
     int have_dict = 0;
     int64_t pos = start, cap = 0;

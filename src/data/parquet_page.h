@@ -32,6 +32,7 @@ typedef struct {
     int64_t num_values;     // level entries in the chunk (values, nulls and empty lists)
     int64_t data_page_offset, dictionary_page_offset;  // -1: no dictionary page offset given
     int64_t total_compressed_size;
+    int64_t total_uncompressed_size;   // a size hint for the values' arena (-1: unknown)
 } rlc_pq_chunk;
 
 // One decoded column chunk: a (rep, def) level pair per entry, a value per entry with def == max_def.
