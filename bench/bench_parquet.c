@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/common.h"
@@ -71,34 +72,46 @@ static int64_t peak_rss_of(const char *path, rlc_tokenizer *tok) {
     return rss;
 }
 
-// JSONL and Parquet runs alternate, so a shared machine's load falls on both alike.
+static double cpu_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+// JSONL and Parquet runs alternate, so a shared machine's load falls on both alike; wall and CPU time both
+// (CPU time is what a loaded machine disturbs least).
 static void report(const char *shape, const char *jl, const char *pq, int reps, rlc_tokenizer *tok) {
-    double tj[64], tp[64], lj[64], lp[64];
-    int64_t nj = 0, np = 0;
-    for (int i = 0; i < reps; i++) {
-        double t0 = rlc_now();
-        nj = read_rows(jl);
-        tj[i] = rlc_now() - t0;
-        t0 = rlc_now();
-        np = read_rows(pq);
-        tp[i] = rlc_now() - t0;
-    }
-    const int lr = reps < 3 ? reps : 3;
-    for (int i = 0; tok && i < lr; i++) {
-        lj[i] = load_dataset(jl, tok);
-        lp[i] = load_dataset(pq, tok);
-    }
-    if (nj != np || nj <= 0) { printf("%s: %lld rows from JSONL, %lld from Parquet\n", shape, (long long)nj, (long long)np); return; }
-    const double a = bench_median(tj, reps), b = bench_median(tp, reps);
-    const int64_t ra = peak_rss_of(jl, tok), rb = peak_rss_of(pq, tok);
-    printf("%s, %lld rows:\n", shape, (long long)nj);
-    printf("  rows    JSONL   %8.1f ms  %9.0f rows/s   peak RSS %6.1f MiB\n", a * 1e3, nj / a, ra / 1048576.0);
-    printf("  rows    Parquet %8.1f ms  %9.0f rows/s   peak RSS %6.1f MiB   %.2fx JSONL's speed\n", b * 1e3, np / b,
-           rb / 1048576.0, a / b);
-    if (tok) {
-        const double c = bench_median(lj, lr), d = bench_median(lp, lr);
-        printf("  dataset JSONL   %8.1f ms  %9.0f rows/s\n", c * 1e3, nj / c);
-        printf("  dataset Parquet %8.1f ms  %9.0f rows/s   %.2fx JSONL's speed\n", d * 1e3, np / d, c / d);
+    double w[4][64], c[4][64];   // rows JSONL, rows Parquet, dataset JSONL, dataset Parquet
+    const char *path[2] = {jl, pq};
+    int64_t n[2] = {0, 0};
+    const int lr = reps < 5 ? reps : 5;
+    for (int i = 0; i < reps; i++)
+        for (int k = 0; k < 2; k++) {
+            const double t0 = rlc_now(), c0 = cpu_now();
+            n[k] = read_rows(path[k]);
+            w[k][i] = rlc_now() - t0;
+            c[k][i] = cpu_now() - c0;
+        }
+    for (int i = 0; tok && i < lr; i++)
+        for (int k = 0; k < 2; k++) {
+            const double c0 = cpu_now();
+            w[2 + k][i] = load_dataset(path[k], tok);
+            c[2 + k][i] = cpu_now() - c0;
+        }
+    if (n[0] != n[1] || n[0] <= 0) { printf("%s: %lld rows from JSONL, %lld from Parquet\n", shape, (long long)n[0], (long long)n[1]); return; }
+    const int64_t rss[2] = {peak_rss_of(jl, tok), peak_rss_of(pq, tok)};
+    printf("%s, %lld rows:\n", shape, (long long)n[0]);
+    for (int m = 0; m < (tok ? 4 : 2); m++) {
+        const int r = m < 2 ? reps : lr;
+        const double wm = bench_median(w[m], r), cm = bench_median(c[m], r);
+        printf("  %-7s %-7s wall %8.1f ms (%8.0f rows/s)  CPU %8.1f ms", m < 2 ? "rows" : "dataset", m % 2 ? "Parquet" : "JSONL",
+               wm * 1e3, n[0] / wm, cm * 1e3);
+        if (m < 2) printf("  peak RSS %5.1f MiB", rss[m] / 1048576.0);
+        if (m % 2) {
+            const double wj = bench_median(w[m - 1], r), cj = bench_median(c[m - 1], r);
+            printf("  %.2fx JSONL's speed (CPU %.2fx)", wj / wm, cj / cm);
+        }
+        printf("\n");
     }
 }
 
@@ -171,7 +184,7 @@ int main(int argc, char **argv) {
     FILE *f = popen("lscpu | sed -n 's/^Model name: *//p' | head -1", "r");
     if (f) { if (fgets(cpu, sizeof cpu, f)) cpu[strcspn(cpu, "\n")] = 0; pclose(f); }
     printf("bench_parquet: %s, medians of %d reads (dataset loads: %d); Parquet by parquet-wasm (snappy, dictionary, v1)\n",
-           cpu, reps, reps < 3 ? reps : 3);
+           cpu, reps, reps < 5 ? reps : 5);
     report("GSM8K hub rows (question, answer)", data, hub_pq, reps, tok);
     report("verl rows (prompt list<struct>, reward_model, extra_info)", verl_jl, verl_pq, reps, tok);
     if (tok) rlc_tok_free(tok);
