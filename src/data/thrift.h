@@ -32,7 +32,7 @@ int rlc_thrift_field(rlc_thrift *t, int *last_id, int *id, int *type);
 // Values of a field of type `type`; each dies if the field has another type.
 int32_t rlc_thrift_i32(rlc_thrift *t, int type);      // BYTE, I16 or I32
 int64_t rlc_thrift_i64(rlc_thrift *t, int type);      // BYTE, I16, I32 or I64
-int rlc_thrift_bool(rlc_thrift *t, int type);         // a field's TRUE/FALSE type, or a byte in a list
+int rlc_thrift_bool(rlc_thrift *t, int type);         // a boolean field: its value is its TRUE/FALSE type
 void rlc_thrift_binary(rlc_thrift *t, int type, const uint8_t **s, size_t *n);  // points into the buffer
 // A list (or set) header: returns the element count (at most the bytes left) and sets *elem_type.
 int64_t rlc_thrift_list(rlc_thrift *t, int type, int *elem_type);
