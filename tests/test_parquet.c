@@ -29,6 +29,7 @@
 #define GSM8K_DIR "../shared/data/gsm8k"
 
 static char *DIR_;
+static int SAN;              // RLC_SAN=1: the sanitizer run, with fewer rows
 static rlc_tokenizer *TOK;   // NULL when the Qwen3 tokenizer package is absent
 
 static int have_writers(void) {
@@ -224,7 +225,7 @@ static int write_variants(const char *in, const char *prefix, const variant *v, 
 static void test_matrix(uint64_t seed) {
     tl_rng r;
     tl_rng_init(&r, seed);
-    const int n = getenv("RLC_SAN") ? 120 : 400;
+    const int n = SAN ? 120 : 400;
     cJSON **rows = rlc_malloc((size_t)n * sizeof *rows);
     for (int i = 0; i < n; i++) rows[i] = rand_row(&r, i);
     char *jl = path_in("rows.jsonl"), *prefix = path_in("rows");
@@ -362,7 +363,7 @@ static void test_gsm8k(void) {
         {"arrow-zstd-v2", "arrow", "codec=zstd pages=2 dict=0"},   // DELTA_BYTE_ARRAY strings
         {"hyparquet", "hyparquet", "codec=zstd required=1"},        // REQUIRED columns: no definition levels
     };
-    const int san = getenv("RLC_SAN") != NULL;
+    const int san = SAN;
     const char *splits[2] = {"test", "train"};
     tl_system("mkdir -p '%s/g'", DIR_);
     for (int s = 0; s < (san ? 1 : 2); s++) {
@@ -547,6 +548,7 @@ int main(void) {
     const char *env = getenv("RLC_TEST_SEED");
     const uint64_t seed = env ? strtoull(env, NULL, 10) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
     printf("seed %llu (RLC_TEST_SEED repeats it)\n", (unsigned long long)seed);
+    SAN = getenv("RLC_SAN") && !strcmp(getenv("RLC_SAN"), "1");
     DIR_ = tl_tmpdir("parquet");
     if (rlc_file_exists(QWEN3_DIR "/tokenizer.json")) TOK = rlc_tok_load(QWEN3_DIR, NULL);
     test_matrix(seed);
