@@ -13,7 +13,7 @@ endif
 WARN    := -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare -Wshadow=local -Wvla
 OPT     := -O3 -march=native -fno-math-errno -fno-trapping-math
 CFLAGS  += -std=c11 -D_GNU_SOURCE -g $(WARN) -fopenmp -Isrc -I/usr/include/x86_64-linux-gnu/openblas-openmp
-LDLIBS  += -L/usr/lib/x86_64-linux-gnu/openblas-openmp -Wl,-rpath,/usr/lib/x86_64-linux-gnu/openblas-openmp -lopenblas -lcjson -lyaml -lpcre2-8 -lutf8proc -lm -lpthread
+LDLIBS  += -L/usr/lib/x86_64-linux-gnu/openblas-openmp -Wl,-rpath,/usr/lib/x86_64-linux-gnu/openblas-openmp -lopenblas -lcjson -lyaml -lpcre2-8 -lutf8proc -lsnappy -lzstd -lz -lm -lpthread
 ifeq ($(SAN),1)
   OPT     := -O1 -march=native -fno-omit-frame-pointer
   CFLAGS  += -fsanitize=address,undefined -fno-sanitize-recover=undefined

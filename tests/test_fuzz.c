@@ -9,7 +9,7 @@
 // Targets: config.json, model.safetensors (through checkpoint_load), model.safetensors.index.json,
 // the tokenizer files rlc's BPE trainer writes (tokenizer.json, tokenizer_config.json, generation_config.json;
 // each then loaded, rendering a conversation, encoding and decoding), the trainer YAML, prompt datasets (raw GSM8K and verl rows),
-// SFT text and SFT id JSONL, the AdamW state file, and the input files of `rlc generate` (prompt, messages
+// SFT text and SFT id JSONL, Parquet rows (arrow-rs and hyparquet-writer files), the AdamW state file, and the input files of `rlc generate` (prompt, messages
 // and input_ids lines, on a tiny model with the BPE trainer's tokenizer) and `rlc logprob` (id sequences), run
 // as the rlc binary itself ($RLC_BUILD/rlc).
 // RLC_FUZZ_CASES=N sets the cases per target (default 200) and RLC_FUZZ_SEED=S other mutation streams; a
@@ -25,6 +25,7 @@
 
 #include "core/common.h"
 #include "data/dataset.h"
+#include "data/parquet.h"
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "model/config.h"
@@ -319,6 +320,33 @@ static void write_file(const char *path, const char *s, size_t n) {
     CHECK(f && fwrite(s, 1, n, f) == n && fclose(f) == 0, "cannot write %s", path);
 }
 
+// A Parquet file, read whole: footer, schema, every page of every column, every row assembled.
+static void read_parquet(void *path) {
+    rlc_parquet pq;
+    rlc_parquet_open(&pq, path);
+    while (rlc_parquet_next(&pq)) {}
+    rlc_parquet_close(&pq);
+}
+
+// The Parquet seed: verl rows (lists of structs, structs, nulls) written by an independent writer, uncompressed
+// so that mutations reach the page decoders. NULL (skip) when node or the npm writers are absent.
+static char *parquet_seed(const char *writer, const char *opts, size_t *n) {
+    if (!rlc_file_exists("tests/node/node_modules/parquet-wasm/package.json") ||
+        !rlc_file_exists("tests/node/node_modules/hyparquet-writer/package.json") ||
+        tl_system("command -v node >/dev/null 2>&1") != 0)
+        return NULL;
+    char jl[4200], pq[4200];
+    snprintf(jl, sizeof jl, "%s/parquet_seed.jsonl", DIR_);
+    snprintf(pq, sizeof pq, "%s/parquet_seed.parquet", DIR_);
+    static const char ROWS[] =
+        "{\"data_source\": \"openai/gsm8k\", \"prompt\": [{\"role\": \"user\", \"content\": \"What is 2+3?\"}], \"ability\": \"math\", \"reward_model\": {\"style\": \"rule\", \"ground_truth\": \"5\"}, \"extra_info\": {\"split\": \"train\", \"index\": 0, \"tags\": [\"a\", null], \"score\": 0.5, \"ok\": true}}\n"
+        "{\"data_source\": \"openai/gsm8k\", \"prompt\": [{\"role\": \"system\", \"content\": \"Be brief.\"}, {\"role\": \"user\", \"content\": null}], \"ability\": null, \"reward_model\": null, \"extra_info\": {\"split\": null, \"index\": 1, \"tags\": [], \"score\": null, \"ok\": false}}\n"
+        "{\"data_source\": \"x\", \"prompt\": [], \"ability\": \"math\", \"reward_model\": {\"style\": null, \"ground_truth\": \"-1\"}, \"extra_info\": {\"split\": \"test\", \"index\": 2, \"tags\": null, \"score\": -2.25, \"ok\": null}}\n";
+    write_file(jl, ROWS, sizeof ROWS - 1);
+    if (tl_system("node tests/node/parquet_write.mjs '%s' '%s' %s %s", jl, pq, writer, opts) != 0) return NULL;
+    return rlc_read_file(pq, n);
+}
+
 static const char PROMPTS_JSONL[] =
     "{\"question\": \"Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
     "How many clips did Natalia sell altogether in April and May?\", \"answer\": \"Natalia sold 48/2 = <<48/2=24>>24 "
@@ -469,6 +497,8 @@ int main(void) {
     const target T_ADAM = {"optim.bin", "", 64, read_adamw};
     const target T_GEN = {"generate.jsonl", "", 0, read_generate};
     const target T_LOGPROB = {"logprob.jsonl", "", 0, read_logprob};
+    const target T_PARQUET = {"rows.parquet", "", 0, read_parquet};
+    const target T_PARQUET_V2 = {"rows_v2.parquet", "", 0, read_parquet};
 
     fuzz_target(&T_CONFIG, cfg_seed, cfg_n, cases, s0 + 1);
     fuzz_target(&T_ST, st_seed, st_n, cases, s0 + 2);
@@ -509,6 +539,15 @@ int main(void) {
     }
     fuzz_target(&T_SFT_IDS, SFT_IDS_JSONL, sizeof SFT_IDS_JSONL - 1, cases, s0 + 7);
     fuzz_target(&T_ADAM, adam_seed, adam_n, cases, s0 + 8);
+    // Parquet: arrow-rs's v1 pages with dictionaries, and hyparquet's v2 pages with DELTA encodings
+    size_t pq_n;
+    char *pq_seed = parquet_seed("arrow", "codec=none pages=1 dict=1", &pq_n);
+    if (pq_seed) fuzz_target(&T_PARQUET, pq_seed, pq_n, cases, s0 + 12);
+    free(pq_seed);
+    pq_seed = parquet_seed("hyparquet", "codec=none delta=1", &pq_n);
+    if (pq_seed) fuzz_target(&T_PARQUET_V2, pq_seed, pq_n, cases, s0 + 13);
+    else tl_skip("fuzz of Parquet files: node or the npm Parquet writers (tests/node) are absent");
+    free(pq_seed);
 
     // rlc generate and rlc logprob: a tiny model (vocab 320) with the BPE trainer's tokenizer (ids < 300 + specials)
     if (access(tl_rlc_bin(), X_OK) == 0) {

@@ -11,6 +11,7 @@
 #include "io/checkpoint.h"
 #include "model/decoder.h"
 #include "data/dataset.h"
+#include "data/rows.h"
 #include "tokenizer/tokenizer.h"
 #include "trainer/sft.h"
 #include "dist/dist_sft.h"
@@ -24,7 +25,8 @@ static void load_sft_data(sft_dataset *d, const char *path, const char *model_di
     size_t n = fread(head, 1, sizeof head - 1, f);
     head[n] = 0;
     fclose(f);
-    if (strstr(head, "\"input_ids\"") || (!strstr(head, "\"prompt\"") && !strstr(head, "\"messages\""))) {
+    // A .parquet file holds text rows (verl's SFT parquet: prompt/response columns, or messages).
+    if (!rlc_rows_is_parquet(path) && (strstr(head, "\"input_ids\"") || (!strstr(head, "\"prompt\"") && !strstr(head, "\"messages\"")))) {
         sft_dataset_load_jsonl(d, path, cfg->vocab_size, cfg->max_position_embeddings);
         return;
     }

@@ -8,6 +8,7 @@
 #include "core/common.h"
 #include "core/strbuf.h"
 #include "data/jsonl.h"
+#include "data/rows.h"
 
 rlc_truncation rlc_truncation_parse(const char *s, const char *what) {
     if (!s || !strcmp(s, "error")) return RLC_TRUNC_ERROR;
@@ -91,16 +92,18 @@ void rlc_dataset_load(rlc_dataset *ds, const char *path, rlc_tokenizer *tok, con
     if (opts->max_prompt_length < 1) rlc_die("%s: data.max_prompt_length must be >= 1", path);
     memset(ds, 0, sizeof *ds);
     ds->path = rlc_strdup(path);
-    rlc_jsonl r;
-    rlc_jsonl_open(&r, path, "dataset");
-    char *stem = file_stem(path);
+    rlc_rows r;
+    rlc_rows_open(&r, path, "dataset");
     const char *pkey = opts->prompt_key ? opts->prompt_key : "prompt";
+    const char *const want[] = {pkey, "question", NULL};
+    rlc_rows_require_any(&r, want, "verl rows (chat messages) or GSM8K rows (\"question\", \"answer\")");
+    char *stem = file_stem(path);
     int64_t row = 0, cap_items = 0;
     rlc_strbuf text = {0}, err = {0};
     rlc_ivec ids = {0};
     const cJSON *j;
     while (!(opts->max_samples >= 0 && ds->n >= opts->max_samples) &&
-           (j = rlc_jsonl_next(&r, "{\"prompt\": [...], ...} (a verl row) or {\"question\", \"answer\"} (GSM8K)"))) {
+           (j = rlc_rows_next(&r, "{\"prompt\": [...], ...} (a verl row) or {\"question\", \"answer\"} (GSM8K)"))) {
         const int64_t lineno = r.line;
         rlc_prompt p = {0};
         p.line = lineno;
@@ -181,7 +184,7 @@ void rlc_dataset_load(rlc_dataset *ds, const char *path, rlc_tokenizer *tok, con
         }
         ds->items[ds->n++] = p;
     }
-    rlc_jsonl_close(&r);
+    rlc_rows_close(&r);
     free(stem);
     rlc_sb_free(&text);
     rlc_sb_free(&err);
@@ -208,14 +211,16 @@ static void push_seg(rlc_tokenizer *tok, const char *s, size_t n, uint8_t m, rlc
 void rlc_sft_text_load(rlc_sft_text *s, const char *path, rlc_tokenizer *tok, int64_t max_length, rlc_truncation trunc,
                        int enable_thinking) {
     memset(s, 0, sizeof *s);
-    rlc_jsonl r;
-    rlc_jsonl_open(&r, path, "SFT data");
+    rlc_rows r;
+    rlc_rows_open(&r, path, "SFT data");
+    const char *const want[] = {"prompt", "messages", NULL};
+    rlc_rows_require_any(&r, want, "SFT rows ({\"prompt\", \"response\"} or {\"messages\": [...]})");
     const rlc_tok_special *sp = rlc_tok_specials(tok);
     int64_t cap_items = 0;
     rlc_strbuf text = {0}, err = {0}, mask = {0};
     rlc_ivec ids = {0};
     const cJSON *j;
-    while ((j = rlc_jsonl_next(&r, "{\"prompt\", \"response\"} or {\"messages\": [...]}"))) {
+    while ((j = rlc_rows_next(&r, "{\"prompt\", \"response\"} or {\"messages\": [...]}"))) {
         const int64_t lineno = r.line;
         ids.n = 0;
         rlc_sb_clear(&mask);
@@ -282,7 +287,7 @@ void rlc_sft_text_load(rlc_sft_text *s, const char *path, rlc_tokenizer *tok, in
         }
         s->items[s->n++] = ex;
     }
-    rlc_jsonl_close(&r);
+    rlc_rows_close(&r);
     rlc_sb_free(&text);
     rlc_sb_free(&err);
     rlc_sb_free(&mask);

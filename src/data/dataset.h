@@ -2,7 +2,8 @@
 // with verl's data.truncation and data.filter_overlong_prompts; and a text SFT loader.
 //
 // Line formats (JSONL, one object per line; blank lines skipped; anything else is an error naming
-// path:line):
+// path:line). A path ending in ".parquet" is read as Parquet (data/rows.h), each row the object a line
+// would hold, and messages name path:row:
 //   raw GSM8K   {"question": str, "answer": str}: as verl's examples/data_preprocess/gsm8k.py, the prompt
 //               is one user message `question + " " + RLC_GSM8K_INSTRUCTION`, data_source "openai/gsm8k",
 //               ground_truth = the number after "#### " in the answer with commas removed, extra_info
@@ -56,7 +57,7 @@ typedef struct {
     char *path;
 } rlc_dataset;
 
-// Load and tokenize a JSONL dataset. Dies with path:line on malformed lines, and (truncation=error)
+// Load and tokenize a JSONL or Parquet dataset. Dies with path:line on malformed lines, and (truncation=error)
 // on a prompt longer than max_prompt_length, as verl does.
 void rlc_dataset_load(rlc_dataset *ds, const char *path, rlc_tokenizer *tok, const rlc_data_opts *o);
 void rlc_dataset_free(rlc_dataset *ds);
