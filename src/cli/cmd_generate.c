@@ -22,6 +22,7 @@
 #include "core/strbuf.h"
 #include "data/jsonl.h"
 #include "io/checkpoint.h"
+#include "io/hf_cache.h"
 #include "model/decoder.h"
 #include "rollout/engine.h"
 #include "tokenizer/tokenizer.h"
@@ -113,7 +114,7 @@ int cmd_generate(int argc, char **argv) {
     cli_args a;
     cli_args_init(&a, argc, argv);
     if (cli_flag(&a, "help")) { printf("usage: %s\n", USAGE); cli_args_free(&a); return 0; }
-    const char *model_dir = cli_opt_req(&a, "model");
+    char *model_dir = hf_resolve_model(cli_opt_req(&a, "model"), "--model");   // a directory or a cached hub id
     const char *in_path = cli_opt_req(&a, "prompts");
     const char *out_path = cli_opt_req(&a, "out");
     rollout_config rc;
@@ -233,6 +234,7 @@ int cmd_generate(int argc, char **argv) {
     decoder_model_free(&m);
     param_set_free(&pset);
     param_layout_free(&pl);
+    free(model_dir);
     cli_args_free(&a);
     return 0;
 }
