@@ -12,6 +12,7 @@ PKGS=(
   libopenmpi-dev openmpi-bin    # data-parallel scale-out
   python3-torch python3-numpy   # independent numerical reference for tests (/usr/bin/python3)
   librsvg2-bin                  # renders the SVG training curves in tests (proves a valid image)
+  protobuf-compiler python3-protobuf  # decode TensorBoard event files in tests, against TensorBoard's .proto files
 )
 # Node.js + npm run the tokenizer oracle (HF tokenizers) and the chat-template oracle; take Debian's only if absent.
 command -v npm >/dev/null || PKGS+=(nodejs npm)
