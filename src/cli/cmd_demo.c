@@ -163,7 +163,7 @@ int cmd_demo(int argc, char **argv) {
     // 4. SFT on worked solutions
     run_rlc(&d, "SFT", "sft", "--model", init, "--data", sft_data, "--out", sftdir, "--epochs", ep, "--batch-size", "32",
             "--lr", "3e-3", "--lr-scheduler", "cosine", "--warmup-steps", "20", "--weight-decay", "0.01", "--seed", seed_s,
-            "--threads", thr, NULL);
+            "--threads", thr, "--log-every", "100", NULL);
     // 5. evaluate the SFT checkpoint, 6. GRPO from it, 7. evaluate again
     char mp[4200], vf[4200], tf[4200], dl[4200], dl2[4200], dl3[4200], st[64], th[64];
     snprintf(mp, sizeof mp, "actor_rollout_ref.model.path=%s", sftdir);

@@ -218,7 +218,7 @@ static void rollout_cfg_from(const grpo *g, rollout_config *rc, int val) {
     const rlc_tok_special *sp = rlc_tok_specials(g->tok);
     rc->stop_ids = sp->stop_ids;
     rc->n_stop_ids = sp->n_stop;
-    rc->progress = isatty(2);
+    rc->progress = isatty(2) && !g->prog.tty;   // the trainer's own progress line shows the generation phase
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1088,7 +1088,7 @@ static void log_step(grpo *g, const rlc_metrics *m) {
     if (g->tb) tb_write_metrics(g->tb, m, g->global_step);
     progress_clear(&g->prog);
     console_line(g, m);
-    if (g->prog.tty) progress_step(&g->prog, g->global_step, 0, "");   // elsewhere the console line is the log
+    if (g->prog.tty) progress_step(&g->prog, g->global_step, 0, NULL, NULL);   // elsewhere the console line is the log
 }
 
 static void console_line(const grpo *g, const rlc_metrics *m) {

@@ -41,12 +41,13 @@ void progress_format(const progress *p, int64_t step, const char *phase, double 
     int64_t done = p->step - p->first_step;
     if (p->tokens > 0 && el > 0) PUT(" | %.0f tok/s", (double)p->tokens / el);
     char e[32], r[32];
-    fmt_duration(e, sizeof e, el);
-    PUT(" | elapsed %s", e);
     if (p->total > 0 && done > 0 && p->step < p->total) {
         fmt_duration(r, sizeof r, el / (double)done * (double)(p->total - p->step));
         PUT(" | ETA %s", r);
     }
+    fmt_duration(e, sizeof e, el);
+    PUT(" | elapsed %s", e);
+    if (p->extra[0]) PUT(" | %s", p->extra);
 #undef PUT
     if (n >= cap && cap > 0) buf[cap - 1] = 0;
 }
@@ -64,10 +65,11 @@ static void draw(progress *p, const char *phase, int64_t step) {
     p->last_draw = now;
 }
 
-void progress_step(progress *p, int64_t step, int64_t tokens, const char *fields) {
+void progress_step(progress *p, int64_t step, int64_t tokens, const char *fields, const char *extra) {
     p->step = step;
     p->tokens += tokens;
     snprintf(p->fields, sizeof p->fields, "%s", fields ? fields : "");
+    snprintf(p->extra, sizeof p->extra, "%s", extra ? extra : "");
     int last = p->total > 0 && step >= p->total;
     if (p->tty) {
         // Redraw at most ~10 times a second: a fast run's steps would otherwise flood the terminal.

@@ -18,13 +18,15 @@ typedef struct {
     int width;            // terminal columns
     int64_t step;         // the last step reported done
     int64_t tokens;       // tokens processed since first_step
-    char fields[256];     // the caller's fields of the last step
+    char fields[256];     // the caller's main fields of the last step (shown before the rates)
+    char extra[256];      // and the rest (shown after them, the first to be cut on a narrow terminal)
 } progress;
 
 // tty < 0: detect (isatty(fileno(f))); 0 or 1 forces it. log_every >= 1.
 void progress_init(progress *p, FILE *f, int tty, int64_t first_step, int64_t total, int64_t log_every);
-// Step `step` is done, `tokens` more tokens processed; fields: the caller's text ("loss 1.234 | lr 3e-4").
-void progress_step(progress *p, int64_t step, int64_t tokens, const char *fields);
+// Step `step` is done, `tokens` more tokens processed; fields: the caller's main text ("loss 1.234"), extra: the
+// rest ("grad_norm 0.5 | lr 3e-4"); either may be NULL.
+void progress_step(progress *p, int64_t step, int64_t tokens, const char *fields, const char *extra);
 // Terminal only: the phase of step `step` now running ("gen", "update_actor 2/4", ...), drawn after the last
 // step's fields. Off a terminal nothing is written.
 void progress_phase(progress *p, int64_t step, const char *phase);
@@ -34,6 +36,6 @@ void progress_clear(progress *p);
 // End: a terminal's progress line stays on screen, followed by a newline.
 void progress_end(progress *p);
 
-// The text of one progress line (no newline) into buf: "step S/T (P%) | fields | N tok/s | elapsed E | ETA R";
+// The text of one progress line (no newline) into buf: "step S/T (P%) | fields | N tok/s | ETA R | elapsed E | extra";
 // phase (may be NULL) is shown after the step. Exposed for tests.
 void progress_format(const progress *p, int64_t step, const char *phase, double now, char *buf, size_t cap);
