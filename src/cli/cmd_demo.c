@@ -175,8 +175,18 @@ int cmd_demo(int argc, char **argv) {
     snprintf(dl3, sizeof dl3, "trainer.default_local_dir=%s", eval_grpo);
     snprintf(st, sizeof st, "trainer.total_training_steps=%s", steps);
     snprintf(th, sizeof th, "trainer.n_threads=%d", d.threads);
-    const char *yaml = "examples/demo/grpo_synth.yaml";
-    if (!rlc_file_exists(yaml)) rlc_die("demo: %s not found: run the demo from the repository root", yaml);
+    // the repository's config, else the installed one (make install: <prefix>/bin/rlc, <prefix>/share/rlc/examples)
+    char yaml[4200] = "examples/demo/grpo_synth.yaml";
+    if (!rlc_file_exists(yaml)) {
+        char bindir[4096];
+        snprintf(bindir, sizeof bindir, "%s", d.self);
+        char *sl = strrchr(bindir, '/');
+        if (sl) *sl = 0;
+        snprintf(yaml, sizeof yaml, "%s/../share/rlc/examples/demo/grpo_synth.yaml", bindir);
+        if (!rlc_file_exists(yaml))
+            rlc_die("demo: examples/demo/grpo_synth.yaml not found: run the demo from the repository root, or install "
+                    "rlc with make install");
+    }
     run_rlc(&d, "evaluate SFT checkpoint", "eval", yaml, mp, vf, tf, dl, th, NULL);
     double t_grpo = run_rlc(&d, "GRPO", "train", yaml, mp, vf, tf, dl2, st, th, "trainer.resume_mode=disable", NULL);
     char last[4300];
