@@ -188,7 +188,11 @@ int cmd_demo(int argc, char **argv) {
                     "rlc with make install");
     }
     run_rlc(&d, "evaluate SFT checkpoint", "eval", yaml, mp, vf, tf, dl, th, NULL);
-    double t_grpo = run_rlc(&d, "GRPO", "train", yaml, mp, vf, tf, dl2, st, th, "trainer.resume_mode=disable", NULL);
+    // --quick: a GRPO batch of 16 prompts x 4 samples instead of 64 x 8 (the pipeline, not the result)
+    const char *q1 = quick ? "data.train_batch_size=16" : NULL, *q2 = "actor_rollout_ref.actor.ppo_mini_batch_size=16";
+    const char *q3 = "actor_rollout_ref.rollout.n=4", *q4 = "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=64";
+    double t_grpo = run_rlc(&d, "GRPO", "train", yaml, mp, vf, tf, dl2, st, th, "trainer.resume_mode=disable", q1, q2, q3,
+                            q4, NULL);
     char last[4300];
     snprintf(last, sizeof last, "actor_rollout_ref.model.path=%s/global_step_%s/actor", grpodir, steps);
     run_rlc(&d, "evaluate GRPO checkpoint", "eval", yaml, last, vf, tf, dl3, th, NULL);
