@@ -26,6 +26,7 @@
 #include "core/common.h"
 #include "data/dataset.h"
 #include "io/checkpoint.h"
+#include "io/hf_cache.h"
 #include "io/safetensors.h"
 #include "model/config.h"
 #include "io_testutil.h"
@@ -237,6 +238,15 @@ static void read_sft_ids(void *path) {
 }
 
 static param_layout ADAM_PL;   // the tiny model's layout, for the optimizer state
+// A Hugging Face cache's refs/main (io/hf_cache.h): a hub id resolves to the snapshot it names, or one error line.
+static void read_hf_ref(void *path) {
+    (void)path;
+    char hub[4200];
+    snprintf(hub, sizeof hub, "%s/hub", DIR_);
+    setenv("HF_HUB_CACHE", hub, 1);
+    free(hf_resolve_model("Org/Fuzz", "--model"));
+}
+
 static void read_adamw(void *path) {
     adamw_hparams h = {0.9, 0.999, 1e-8, 0.01};
     adamw_state st;
@@ -422,6 +432,7 @@ int main(void) {
     const target T_ADAM = {"optim.bin", "", 64, read_adamw};
     const target T_GEN = {"generate.jsonl", "", 0, read_generate};
     const target T_LOGPROB = {"logprob.jsonl", "", 0, read_logprob};
+    const target T_HF_REF = {"main", "hub/models--Org--Fuzz/refs", 0, read_hf_ref};
 
     fuzz_target(&T_CONFIG, cfg_seed, cfg_n, cases, s0 + 1);
     fuzz_target(&T_ST, st_seed, st_n, cases, s0 + 2);
@@ -459,6 +470,11 @@ int main(void) {
     }
     fuzz_target(&T_SFT_IDS, SFT_IDS_JSONL, sizeof SFT_IDS_JSONL - 1, cases, s0 + 7);
     fuzz_target(&T_ADAM, adam_seed, adam_n, cases, s0 + 8);
+    // a hub cache holding one snapshot, named by refs/main
+    static const char HF_COMMIT[] = "0123456789abcdef0123456789abcdef01234567\n";
+    tl_system("mkdir -p '%s/hub/models--Org--Fuzz/refs' '%s/hub/models--Org--Fuzz/snapshots/%.40s' && "
+              "echo '{}' > '%s/hub/models--Org--Fuzz/snapshots/%.40s/config.json'", DIR_, DIR_, HF_COMMIT, DIR_, HF_COMMIT);
+    fuzz_target(&T_HF_REF, HF_COMMIT, sizeof HF_COMMIT - 1, cases, s0 + 12);
 
     // rlc generate and rlc logprob: a tiny model (vocab 320) with the BPE trainer's tokenizer (ids < 300 + specials)
     if (access(tl_rlc_bin(), X_OK) == 0) {
