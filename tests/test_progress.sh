@@ -72,7 +72,7 @@ trainer: {total_training_steps: 2, save_freq: -1, test_freq: -1, val_before_trai
 Y
   script -qec "$(printf '%q ' "$RLC" train "$G/grpo.yaml" trainer.default_local_dir="$G/g1")" /dev/null >"$G/ttrain.log" 2>&1 </dev/null
   check "train on a terminal: the progress line names the phases" \
-    'grep -q "step 1/2 (50%) generating" "$G/ttrain.log" && grep -q "step 2/2 (100%) update_actor" "$G/ttrain.log"'
+    'grep -q "step 1/2 (50%) generating" "$G/ttrain.log" && grep -q "step 2/2 (100%) update_actor 1/1" "$G/ttrain.log"'
   check "train on a terminal: one console line per step" '[ "$(screen "$G/ttrain.log" | grep -c "^step [12]/2 | score")" = 2 ]'
   "$RLC" train "$G/grpo.yaml" trainer.default_local_dir="$G/g2" >"$G/ftrain.log" 2>&1
   check "train into a file: the console lines only, no control characters" \

@@ -621,6 +621,15 @@ static void ppo_epoch_order(int *order, int B, int shuffle, int64_t seed, int64_
     }
 }
 
+// The terminal's progress line during the update: which of the step's mini-batch updates is running.
+static void update_phase(grpo *g, int64_t ep, int mi, int n_mini) {
+    if (!g->prog.tty) return;
+    char ph[64];
+    snprintf(ph, sizeof ph, "update_actor %lld/%lld", (long long)(ep * n_mini + mi + 1),
+             (long long)(g->cfg->actor_rollout_ref.actor.ppo_epochs * n_mini));
+    progress_phase(&g->prog, g->global_step + 1, ph);
+}
+
 static void update_actor(grpo *g, const step_batch *sb, rlc_metrics *m) {
     const rlc_train_config *c = g->cfg;
     const __typeof__(c->actor_rollout_ref.actor) *ac = &c->actor_rollout_ref.actor;
@@ -636,6 +645,7 @@ static void update_actor(grpo *g, const step_batch *sb, rlc_metrics *m) {
     for (int64_t ep = 0; ep < ac->ppo_epochs; ep++) {
         ppo_epoch_order(order, B, ac->shuffle, ac->data_loader_seed, g->global_step, ep);
         for (int mi = 0; mi < n_mini; mi++) {
+            update_phase(g, ep, mi, n_mini);
             memcpy(rows, order + (size_t)mi * mini_seqs, sizeof(int) * (size_t)mini_seqs);
             engine_mb mbc = {0, 0, NULL, 0};
             if (ac->use_dynamic_bsz) {
@@ -694,6 +704,7 @@ static void update_actor_dist(grpo *g, const step_batch *sb, rlc_metrics *m) {
     for (int64_t ep = 0; ep < ac->ppo_epochs; ep++) {
         ppo_epoch_order(order, B, ac->shuffle, ac->data_loader_seed, g->global_step, ep);   // the same order as one process
         for (int mi = 0; mi < n_mini; mi++) {
+            update_phase(g, ep, mi, n_mini);
             memcpy(rows, order + (size_t)mi * mini_seqs, sizeof(int) * (size_t)mini_seqs);
             rlc_partition part;
             balance_rows(&part, sb, rows, mini_seqs, W);
@@ -1219,7 +1230,6 @@ static void train_step(grpo *g, const int64_t *rows, rlc_metrics *m) {
     // verl: the actor is updated once critic_warmup <= global_step (no critic in GRPO: from the first step)
     if (c->trainer.critic_warmup <= g->global_step) {
         t = rlc_now();
-        progress_phase(&g->prog, g->global_step + 1, "update_actor");
         if (W > 1) update_actor_dist(g, &sb, m);
         else update_actor(g, &sb, m);
         tm[T_UPDATE] = rlc_now() - t;
