@@ -1,7 +1,8 @@
 // test_tensorboard: the event-file writer. CRC-32C (the fast path against the bitwise reference and RFC 3720's
 // vectors), TFRecord framing, and files written through the API decoded by an independent reader
 // (tests/py/tb_events.py: its own bitwise CRC-32C and protoc-generated classes from TensorBoard's .proto files):
-// every step and value, NaN and +-inf, negative and 2^40 steps, tags past 127 bytes, an event with no values.
+// every step and value, NaN and +-inf, negative and 2^40 steps, tags past 127 bytes, an event with no values,
+// SessionLog START events.
 // The trainer's files against metrics.jsonl are checked by tests/test_tensorboard.sh.
 #include <stdlib.h>
 #include <string.h>
@@ -71,12 +72,14 @@ static void test_files(const char *tmp) {
     longtag[300] = 0;
     const char *tags0[] = {"critic/score/mean", "val-core/openai/gsm8k/acc/mean@1", longtag, "nan", "inf", "-inf", "big"};
     double vals0[] = {0.375, -3.25e-7, 12345.678, NAN, INFINITY, -INFINITY, 1e30};
+    tb_write_session_start(&w, 0);
     tb_write_scalars(&w, 0, 1.7e9, 7, tags0, vals0);
     tb_write_scalars(&w, 5, 1.7e9 + 1, 0, NULL, NULL);
     const char *tags1[] = {"x"};
     double vals1[] = {0.1};
     tb_write_scalars(&w, (int64_t)1 << 40, 1.7e9 + 2, 1, tags1, vals1);
     tb_write_scalars(&w, -3, 1.7e9 + 3, 1, tags1, vals1);
+    tb_write_session_start(&w, 6);
     rlc_metrics m;
     rlc_metrics_init(&m);
     rlc_metrics_set(&m, "actor/pg_loss", -0.0123);
@@ -87,10 +90,10 @@ static void test_files(const char *tmp) {
     tb_writer_free(&w);
     // the description of what was written, for the decoder (null: non-finite)
     rlc_strbuf js = {0};
-    rlc_sb_printf(&js, "[{\"step\": 0, \"values\": {\"critic/score/mean\": 0.375, \"val-core/openai/gsm8k/acc/mean@1\": "
+    rlc_sb_printf(&js, "[{\"session_start\": 0}, {\"step\": 0, \"values\": {\"critic/score/mean\": 0.375, \"val-core/openai/gsm8k/acc/mean@1\": "
                        "-3.25e-7, \"%s\": 12345.678, \"nan\": null, \"inf\": null, \"-inf\": null, \"big\": 1e30}}, "
                        "{\"step\": 5, \"values\": {}}, {\"step\": %lld, \"values\": {\"x\": 0.1}}, "
-                       "{\"step\": -3, \"values\": {\"x\": 0.1}}, "
+                       "{\"step\": -3, \"values\": {\"x\": 0.1}}, {\"session_start\": 6}, "
                        "{\"step\": 7, \"values\": {\"actor/pg_loss\": -0.0123, \"training/global_step\": 7}}]",
                   longtag, (long long)1 << 40);
     char *spec = rlc_path_join(tmp, "expect.json");

@@ -2,8 +2,9 @@
 # test_tensorboard.sh: `rlc train` with trainer.logger=['console','tensorboard'] writes one event file that an
 # independent reader (tests/py/tb_events.py: protoc classes from TensorBoard's .proto files, its own CRC-32C)
 # decodes into exactly metrics.jsonl: every metric of every line, at its training/global_step. The directory is
-# $TENSORBOARD_DIR, else tensorboard_log/<project_name>/<experiment_name> (verl's); `rlc eval` logs step 0; an
-# unknown logger is a one-line error listing the known ones.
+# $TENSORBOARD_DIR, else tensorboard_log/<project_name>/<experiment_name> (verl's); a resumed run's file starts
+# with a SessionLog START at its first step, so TensorBoard's purge leaves what metrics.jsonl keeps; `rlc eval`
+# logs step 0; an unknown logger is a one-line error listing the known ones.
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -41,7 +42,7 @@ actor_rollout_ref:
   rollout: {n: 4, temperature: 0.8}
 algorithm: {adv_estimator: grpo}
 custom_reward_function: {command: /usr/bin/python3 $ROOT/tests/py/grpo_reward.py}
-trainer: {total_epochs: 2, test_freq: 1, save_freq: -1, val_before_train: true, n_threads: 1,
+trainer: {total_epochs: 2, test_freq: 1, save_freq: 2, val_before_train: true, n_threads: 1,
           project_name: proj, experiment_name: exp1}
 Y
 # 1. TENSORBOARD_DIR, a 3-step run with validation at every step (steps 0..3: 4 lines)
@@ -52,6 +53,16 @@ else bad "rlc train with the tensorboard logger"; tail -20 "$G/train.log"; fi
 if r=$(/usr/bin/python3 tests/py/tb_events.py check "$G/tb" "$G/run/metrics.jsonl" 2>&1); then ok "$r"; else bad "$r"; fi
 grep -q "rlc: tensorboard: $G/tb/events.out.tfevents" "$G/train.log" && ok "the event file is named in the log" ||
   bad "the event file is not named in the log"
+[ "$(ls "$G/tb" | wc -l)" = 1 ] && ok "one event file" || bad "$(ls "$G/tb" | wc -l) event files in $G/tb"
+# 1b. resumed from step 2 of that run, to step 4: metrics.jsonl keeps steps <= 2, then 3 and 4; the new event
+#     file's SessionLog START at step 3 makes TensorBoard drop the first file's step 3, so the two files read
+#     as metrics.jsonl does
+if TENSORBOARD_DIR="$G/tb" timeout 300 "$RLC" train "$G/base.yaml" trainer.default_local_dir="$G/run" \
+     trainer.total_training_steps=4 trainer.resume_mode=resume_path trainer.resume_from_path="$G/run/global_step_2" \
+     "trainer.logger=['console','tensorboard']" >"$G/resume.log" 2>&1; then
+  if r=$(/usr/bin/python3 tests/py/tb_events.py check "$G/tb" "$G/run/metrics.jsonl" 2>&1) && [[ "$r" == *"starts at steps [0, 3]"* ]]
+  then ok "resumed: $r"; else bad "resumed: $r"; fi
+else bad "rlc train resumed with the tensorboard logger"; tail -20 "$G/resume.log"; fi
 # 2. the default directory, relative to the working directory: tensorboard_log/<project_name>/<experiment_name>
 mkdir -p "$G/cwd"
 if (cd "$G/cwd" && unset TENSORBOARD_DIR && timeout 300 "$RLC" train "$G/base.yaml" trainer.default_local_dir="$G/run2" \

@@ -1471,6 +1471,8 @@ int grpo_run_dist(const rlc_train_config *c, int val_only, dist_ctx *dc) {
     } else if (rlc_file_exists(g.metrics_path)) {
         truncate_metrics(&g, -1);   // a fresh run starts a fresh log
     }
+    // TensorBoard's counterpart of the truncation: earlier event files' steps from here on are dropped
+    if (g.tb) tb_write_session_start(g.tb, resumed >= 0 ? resumed + 1 : 0);
 
     if (g.W > 1) {   // sharded state from the (loaded) full weights; g.params stays as the rollout copy
         fsdp_memory mr, rr = {0, 0, 0, 0};

@@ -110,7 +110,8 @@ static void pb_float(rlc_strbuf *b, int field, float x) {
     put_le32(b, u);
 }
 
-enum { EV_WALL_TIME = 1, EV_STEP = 2, EV_FILE_VERSION = 3, EV_SUMMARY = 5, SUM_VALUE = 1, VAL_TAG = 1, VAL_SIMPLE = 2 };
+enum { EV_WALL_TIME = 1, EV_STEP = 2, EV_FILE_VERSION = 3, EV_SUMMARY = 5, EV_SESSION_LOG = 7, SUM_VALUE = 1, VAL_TAG = 1,
+       VAL_SIMPLE = 2, SESSION_STATUS = 1, SESSION_START = 1 };
 
 // ---------------------------------------------------------------------------------------------
 // the writer
@@ -187,6 +188,12 @@ void tb_writer_free(tb_writer *w) {
     rlc_sb_free(&w->record);
 }
 
+static void put_step(rlc_strbuf *b, int64_t step) {
+    if (step == 0) return;   // proto3 leaves a default value out, so the bytes are protobuf's own encoding
+    pb_key(b, EV_STEP, 0);
+    pb_varint(b, (uint64_t)step);   // int64: a negative step takes 10 bytes, as protobuf writes it
+}
+
 void tb_write_scalars(tb_writer *w, int64_t step, double wall_time, int64_t n, const char *const *tags,
                       const double *vals) {
     CHECK(w->fd >= 0, "tb_write_scalars on a closed writer");
@@ -205,11 +212,18 @@ void tb_write_scalars(tb_writer *w, int64_t step, double wall_time, int64_t n, c
     }
     rlc_sb_clear(&w->event);
     pb_double(&w->event, EV_WALL_TIME, wall_time);
-    if (step != 0) {   // proto3 leaves a default value out, so the bytes are protobuf's own encoding
-        pb_key(&w->event, EV_STEP, 0);
-        pb_varint(&w->event, (uint64_t)step);   // int64: a negative step takes 10 bytes, as protobuf writes it
-    }
+    put_step(&w->event, step);
     pb_bytes(&w->event, EV_SUMMARY, w->summary.s ? w->summary.s : "", w->summary.n);
+    emit_event(w);
+}
+
+void tb_write_session_start(tb_writer *w, int64_t step) {
+    CHECK(w->fd >= 0, "tb_write_session_start on a closed writer");
+    static const unsigned char start[2] = {SESSION_STATUS << 3 | 0, SESSION_START};   // SessionLog { status: START }
+    rlc_sb_clear(&w->event);
+    pb_double(&w->event, EV_WALL_TIME, wall_now());
+    put_step(&w->event, step);
+    pb_bytes(&w->event, EV_SESSION_LOG, start, sizeof start);
     emit_event(w);
 }
 

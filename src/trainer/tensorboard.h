@@ -5,7 +5,8 @@
 //   uint64 length (little-endian), uint32 masked_crc32c(length bytes), data[length], uint32 masked_crc32c(data)
 // with masked_crc32c(x) = ((crc >> 15) | (crc << 17)) + 0xa282ead8 over CRC-32C (Castagnoli). Each record holds
 // one tensorflow.Event protobuf:
-//   Event   { double wall_time = 1; int64 step = 2; oneof { string file_version = 3; Summary summary = 5; } }
+//   Event   { double wall_time = 1; int64 step = 2;
+//             oneof { string file_version = 3; Summary summary = 5; SessionLog session_log = 7; } }
 //   Summary { repeated Value value = 1; }   Value { string tag = 1; float simple_value = 2; }
 // The first event carries file_version "brain.Event:2"; each logged step is one event with all its scalars.
 #pragma once
@@ -37,6 +38,9 @@ void tb_write_scalars(tb_writer *w, int64_t step, double wall_time, int64_t n, c
                       const double *vals);
 // Every metric of m at step, stamped now.
 void tb_write_metrics(tb_writer *w, const rlc_metrics *m, int64_t step);
+// A SessionLog START event at step (Event.session_log = 7 { status = 1: START }): TensorBoard then drops the
+// run's earlier events at steps >= step, those of a run that was resumed from an earlier checkpoint or restarted.
+void tb_write_session_start(tb_writer *w, int64_t step);
 
 // CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), table-driven (8 bytes per step), and its bitwise reference.
 uint32_t tb_crc32c(const void *data, size_t n);

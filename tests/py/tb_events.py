@@ -4,7 +4,9 @@ event.proto / summary.proto, copied below (TensorProto, which only tensor summar
 same wire type, so the decoding of everything else is unchanged).
 
   tb_events.py dump FILE                  one JSON line per event
-  tb_events.py check DIR METRICS.jsonl    every metric of every line is a scalar at its step (exit 1 if not)
+  tb_events.py check DIR METRICS.jsonl    every metric of every line is a scalar at its step (exit 1 if not), after
+                                          TensorBoard's purge: a SessionLog START at step s drops the steps >= s
+                                          that earlier events (of this or an earlier file) logged
   tb_events.py expect FILE EXPECT.json    the file holds exactly the events described (the C test's writes)
 Exit status 3: protoc or the protobuf module is missing (the caller skips).
 """
@@ -167,12 +169,22 @@ def same(want, got):
 def check(pb, d, metrics):
     files = sorted(glob.glob(os.path.join(d, "events.out.tfevents.*")))
     bad = []
-    if len(files) != 1:
-        bad.append("%d event files in %s" % (len(files), d))
-    evs = [e for f in files for e in events(pb, f)]
-    if not evs or evs[0].file_version != "brain.Event:2":
-        bad.append("the first event is not file_version brain.Event:2")
-    scal = [e for e in evs if e.HasField("summary")]
+    if not files:
+        bad.append("no event files in %s" % d)
+    scal, n_ev, starts, first_wall = [], 0, [], None
+    for f in files:
+        evs = events(pb, f)
+        n_ev += len(evs)
+        if not evs or evs[0].file_version != "brain.Event:2":
+            bad.append("%s: the first event is not file_version brain.Event:2" % os.path.basename(f))
+        if evs and first_wall is None:
+            first_wall = evs[0].wall_time
+        for e in evs:
+            if e.HasField("session_log") and e.session_log.status == pb.SessionLog.START:
+                starts.append(e.step)
+                scal = [x for x in scal if x.step < e.step]
+            elif e.HasField("summary"):
+                scal.append(e)
     rows = [json.loads(l) for l in open(metrics) if l.strip()]
     if len(scal) != len(rows):
         bad.append("%d scalar events for %d metrics lines" % (len(scal), len(rows)))
@@ -191,16 +203,16 @@ def check(pb, d, metrics):
             if v.WhichOneof("value") != "simple_value" or not same(want, v.simple_value):
                 bad.append("step %d %s: event %r, metrics %r" % (step, k, v.simple_value, want))
             n += 1
-        if not (e.wall_time > 1.5e9 and e.wall_time >= evs[0].wall_time):
+        if not (e.wall_time > 1.5e9 and e.wall_time >= first_wall):
             bad.append("line %d: wall_time %r" % (i + 1, e.wall_time))
-    print("%s: %d events, %d scalar values checked against %s (%d lines)%s" % (
-        os.path.basename(files[0]) if files else d, len(evs), n, metrics, len(rows),
-        "; " + "; ".join(bad[:8]) if bad else ""))
+    print("%d event file(s), %d events, session starts at steps %s; %d scalar values checked against %s (%d lines)%s" % (
+        len(files), n_ev, starts, n, os.path.basename(metrics), len(rows), "; " + "; ".join(bad[:8]) if bad else ""))
     return not bad and n > 0
 
 
 def expect(pb, path, spec):
-    """spec: [{"step": s, "values": {tag: value or null}} ...] for the scalar events, in order."""
+    """spec: [{"step": s, "values": {tag: value or null}} or {"session_start": s} ...], the events after
+    file_version, in order."""
     evs = events(pb, path)
     want = json.load(open(spec))
     bad = []
@@ -210,6 +222,11 @@ def expect(pb, path, spec):
     if len(got) != len(want):
         bad.append("%d scalar events, want %d" % (len(got), len(want)))
     for g, w in zip(got, want):
+        if "session_start" in w:
+            if not (g.HasField("session_log") and g.session_log.status == pb.SessionLog.START
+                    and g.step == w["session_start"]):
+                bad.append("want a session START at step %d, got %r" % (w["session_start"], g))
+            continue
         if g.step != w["step"]:
             bad.append("step %d, want %d" % (g.step, w["step"]))
         tags = [v.tag for v in g.summary.value]
