@@ -60,6 +60,11 @@ else
     'screen "$G/tty.log" | grep "^step" | grep -q "step 25/25 (100%) | loss [0-9.]* | [0-9]* tok/s | elapsed"'
   check "sft on a terminal: the summary line follows on its own line" 'grep -q "^rlc sft: 25 steps" "$G/tty_nocr.log"'
 
+  # under an MPI launcher (its ranks get a pseudo-terminal even when mpirun writes to a file): plain lines
+  script -qec "OMPI_COMM_WORLD_SIZE=1 $(printf '%q ' "$RLC" sft --model "$G/m" --data "$G/sft.jsonl" --out "$G/out5" \
+      --steps 25 --batch-size 8 --threads 1)" /dev/null >"$G/mpi.log" 2>&1 </dev/null
+  check "sft under an MPI launcher: plain lines even on a terminal" \
+    '[ "$(tr -d "\r" <"$G/mpi.log" | grep -c "^step ")" = 4 ] && ! grep -q $'"'"'\033'"'"' "$G/mpi.log"'
   # rlc train: phases on the progress line, console lines as before
   cat >"$G/grpo.yaml" <<Y
 data: {train_files: $G/train.jsonl, train_batch_size: 4, max_prompt_length: 256, max_response_length: 16, seed: 1}

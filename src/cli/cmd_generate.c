@@ -28,7 +28,7 @@
 #include "tokenizer/tokenizer.h"
 
 static const char *USAGE =
-    "rlc generate --model DIR --prompts IN.jsonl --out OUT.jsonl [--n N] [--temperature T] [--top-p P] [--top-k K] "
+    "rlc generate --model DIR|ORG/NAME --prompts IN.jsonl --out OUT.jsonl [--n N] [--temperature T] [--top-p P] [--top-k K] "
     "[--greedy] [--max-new-tokens M] [--seed S] [--kv-cache-bytes B] [--threads N] [--ignore-eos] [--no-prompt-sharing] "
     "[--bf16-weights] [--kv-cache-dtype fp32|bf16] [--max-num-seqs N] [--max-batched-tokens N] [--tokenizer DIR] "
     "[--chat-template auto|qwen3|plain] [--enable-thinking true|false]";

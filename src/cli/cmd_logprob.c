@@ -21,7 +21,7 @@
 #include "model/decoder.h"
 
 static const char *USAGE =
-    "rlc logprob --model DIR --data IN.jsonl --out OUT.jsonl [--temperature T] [--max-batch-tokens N] [--threads N]";
+    "rlc logprob --model DIR|ORG/NAME --data IN.jsonl --out OUT.jsonl [--temperature T] [--max-batch-tokens N] [--threads N]";
 
 typedef struct {
     int n;             // sequences

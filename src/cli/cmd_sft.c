@@ -57,7 +57,7 @@ static void on_sft_step(void *user, const sft_step_info *s) {
 }
 
 static const char *USAGE =
-    "rlc sft --model DIR --data IN.jsonl --out DIR [--steps N] [--epochs E] [--batch-size B]\n"
+    "rlc sft --model DIR|ORG/NAME --data IN.jsonl --out DIR [--steps N] [--epochs E] [--batch-size B]\n"
     "        [--micro-batch-tokens K | --micro-batch-size M] [--lr X] [--weight-decay W] [--clip-grad C]\n"
     "        [--beta1 B1] [--beta2 B2] [--eps E] [--warmup-steps S] [--warmup-ratio R]\n"
     "        [--lr-scheduler constant|cosine|linear] [--min-lr-ratio F] [--seed S] [--no-shuffle] [--threads N]\n"

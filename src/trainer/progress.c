@@ -1,5 +1,6 @@
 // progress.c: one updating progress line on a terminal, a line every N steps elsewhere (see progress.h).
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -10,7 +11,10 @@
 void progress_init(progress *p, FILE *f, int tty, int64_t first_step, int64_t total, int64_t log_every) {
     memset(p, 0, sizeof *p);
     p->f = f;
-    p->tty = tty >= 0 ? tty : isatty(fileno(f));
+    // An MPI launcher hands each rank a pseudo-terminal even when mpirun's own output goes to a file, so under
+    // one (OpenMPI's, or a PMI/PMIx one) a rank cannot tell: plain lines are the choice that is right in both.
+    const int launched = getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK");
+    p->tty = tty >= 0 ? tty : !launched && isatty(fileno(f));
     p->first_step = first_step;
     p->step = first_step;
     p->total = total;

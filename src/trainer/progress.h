@@ -22,7 +22,7 @@ typedef struct {
     char extra[256];      // and the rest (shown after them, the first to be cut on a narrow terminal)
 } progress;
 
-// tty < 0: detect (isatty(fileno(f))); 0 or 1 forces it. log_every >= 1.
+// tty < 0: detect (isatty(fileno(f)), and never under an MPI launcher); 0 or 1 forces it. log_every >= 1.
 void progress_init(progress *p, FILE *f, int tty, int64_t first_step, int64_t total, int64_t log_every);
 // Step `step` is done, `tokens` more tokens processed; fields: the caller's main text ("loss 1.234"), extra: the
 // rest ("grad_norm 0.5 | lr 3e-4"); either may be NULL.
