@@ -45,7 +45,10 @@ ISA_MARCH_scalar := -march=x86-64
 TEST_BIN += $(foreach k,$(ISA_KERNELS),$(KERNEL_ISAS:%=$(BUILD)/tests/test_$(k)_%))
 BENCH_BIN+= $(ISA_KERNELS:%=$(BUILD)/bench/bench_%_avx2)
 
-.PHONY: all test bench deps clean demo
+.PHONY: all test bench deps clean demo install
+# Keep every object the pattern chains make (tests/, bench/, the per-ISA kernels): make would otherwise delete
+# them as intermediates, and the next `make test` after a one-file change would recompile all of them.
+.SECONDARY:
 all: $(BUILD)/rlc $(BUILD)/librlc.a $(TEST_BIN) $(BENCH_BIN)
 
 deps:
@@ -94,8 +97,20 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(BUILD)/librlc.a
 test: all
 	RLC_BUILD=$(BUILD) RLC_SAN=$(SAN) tests/run.sh
 
+# DEMO_ARGS: extra options, e.g. `make demo DEMO_ARGS="--quick --out /tmp/demo"` (a few minutes less; the README test).
 demo: $(BUILD)/rlc
-	$(BUILD)/rlc demo
+	$(BUILD)/rlc demo $(DEMO_ARGS)
+
+# `make install PREFIX=DIR` (default /usr/local; DESTDIR for staging): the binary, its docs, and the example configs
+# (the demo finds its config there, relative to the binary).
+PREFIX  ?= /usr/local
+install: $(BUILD)/rlc
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/doc/rlc/docs $(DESTDIR)$(PREFIX)/share/rlc
+	install -m 755 $(BUILD)/rlc $(DESTDIR)$(PREFIX)/bin/rlc
+	install -m 644 README.md DEVELOPERS.md $(DESTDIR)$(PREFIX)/share/doc/rlc/
+	install -m 644 $(wildcard docs/*.md) $(DESTDIR)$(PREFIX)/share/doc/rlc/docs/
+	rm -rf $(DESTDIR)$(PREFIX)/share/rlc/examples && cp -R examples $(DESTDIR)$(PREFIX)/share/rlc/examples
+	@echo "installed $(DESTDIR)$(PREFIX)/bin/rlc, docs in $(DESTDIR)$(PREFIX)/share/doc/rlc, examples in $(DESTDIR)$(PREFIX)/share/rlc/examples"
 
 clean:
 	rm -rf build build-san

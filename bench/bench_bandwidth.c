@@ -1,5 +1,5 @@
 // bench_bandwidth.c: what this machine's memory does for a stream that only reads, against the copy probe that
-// issue 5's batch-1 roofline is defined by. A decode step at batch 1 reads 2.4 GB of weights and writes almost
+// the batch-1 decode roofline is defined by. A decode step at batch 1 reads 2.4 GB of weights and writes almost
 // nothing, so where a VM reads more slowly than it copies (bytes read + written), the copy roofline is out of
 // reach for any read loop; this shows by how much.
 // Reported, as medians of R passes (all threads): memcpy bandwidth (2 x bytes / time, as bench_generate's probe),

@@ -9,8 +9,8 @@
 // the weights at the same moments;
 // and PyTorch's KV-cache decode (bench/torch_decode.py, batch 1 and 16) in the same run, on the same workload
 // (--torch-new defaults to --new: the peer's per-token cost grows with the context too), with the ratios to it and
-// where they stand against issue 5's targets (batch 1 >= 75% of the copy roofline, 64 sequences >= 8x PyTorch's
-// batch 16). Never pass/fail.
+// where they stand against the rollout engine's targets (batch 1 >= 75% of the copy roofline, 64 sequences >= 8x
+// PyTorch's batch 16). Never pass/fail.
 //
 // --bf16 adds runs with bf16 weights, --kv-bf16 runs with a bf16 KV cache (fp32 weights), after the fp32 ones.
 // --warm measures an engine's second rollout of the same workload, as a trainer's steps after the first are:
@@ -310,7 +310,7 @@ int main(int argc, char **argv) {
         printf("PyTorch %s KV-cache decode (bench/torch_decode.py, %d new tokens): batch 1 %.2f tokens/s (ttft %.2f s), batch 16 %.2f "
                "tokens/s (ttft %.2f s)\n",
                "fp32", torch_new, t1, tt1, t16, tt16);
-        // the ratios to the peer, and issue 5's two targets (batch 1 >= 75% of the copy roofline; 64 sequences >= 8x
+        // the ratios to the peer, and the two targets (batch 1 >= 75% of the copy roofline; 64 sequences >= 8x
         // PyTorch's batch 16), for every weight/KV mode measured
         for (int mode = 0; mode < 3; mode++) {
             if ((mode == 1 && !bf16) || (mode == 2 && !kv_bf16)) continue;

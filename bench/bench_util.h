@@ -35,7 +35,7 @@ static inline double bench_read_pass(const float *a, size_t n) {
 }
 
 // One memcpy of n bytes from src to dst, split over all threads: bytes read + written per second (2n / time),
-// the copy probe issue 5's batch-1 roofline is defined by.
+// the copy probe the batch-1 decode roofline is defined by.
 static inline double bench_copy_pass(char *dst, const char *src, size_t n) {
     const double t0 = rlc_now();
 #pragma omp parallel

@@ -27,6 +27,7 @@
 #include "data/dataset.h"
 #include "data/parquet.h"
 #include "io/checkpoint.h"
+#include "io/hf_cache.h"
 #include "io/safetensors.h"
 #include "model/config.h"
 #include "io_testutil.h"
@@ -284,6 +285,15 @@ static void read_sft_ids(void *path) {
 }
 
 static param_layout ADAM_PL;   // the tiny model's layout, for the optimizer state
+// A Hugging Face cache's refs/main (io/hf_cache.h): a hub id resolves to the snapshot it names, or one error line.
+static void read_hf_ref(void *path) {
+    (void)path;
+    char hub[4200];
+    snprintf(hub, sizeof hub, "%s/hub", DIR_);
+    setenv("HF_HUB_CACHE", hub, 1);
+    free(hf_resolve_model("Org/Fuzz", "--model"));
+}
+
 static void read_adamw(void *path) {
     adamw_hparams h = {0.9, 0.999, 1e-8, 0.01};
     adamw_state st;
@@ -499,6 +509,7 @@ int main(void) {
     const target T_LOGPROB = {"logprob.jsonl", "", 0, read_logprob};
     const target T_PARQUET = {"rows.parquet", "", 0, read_parquet};
     const target T_PARQUET_V2 = {"rows_v2.parquet", "", 0, read_parquet};
+    const target T_HF_REF = {"main", "hub/models--Org--Fuzz/refs", 0, read_hf_ref};
 
     fuzz_target(&T_CONFIG, cfg_seed, cfg_n, cases, s0 + 1);
     fuzz_target(&T_ST, st_seed, st_n, cases, s0 + 2);
@@ -548,6 +559,11 @@ int main(void) {
     if (pq_seed) fuzz_target(&T_PARQUET_V2, pq_seed, pq_n, cases, s0 + 13);
     else tl_skip("fuzz of Parquet files: node or the npm Parquet writers (tests/node) are absent");
     free(pq_seed);
+    // a hub cache holding one snapshot, named by refs/main
+    static const char HF_COMMIT[] = "0123456789abcdef0123456789abcdef01234567\n";
+    tl_system("mkdir -p '%s/hub/models--Org--Fuzz/refs' '%s/hub/models--Org--Fuzz/snapshots/%.40s' && "
+              "echo '{}' > '%s/hub/models--Org--Fuzz/snapshots/%.40s/config.json'", DIR_, DIR_, HF_COMMIT, DIR_, HF_COMMIT);
+    fuzz_target(&T_HF_REF, HF_COMMIT, sizeof HF_COMMIT - 1, cases, s0 + 14);
 
     // rlc generate and rlc logprob: a tiny model (vocab 320) with the BPE trainer's tokenizer (ids < 300 + specials)
     if (access(tl_rlc_bin(), X_OK) == 0) {

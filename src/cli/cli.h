@@ -1,6 +1,8 @@
 // cli.h: subcommands of the rlc binary. Each lives in src/cli/cmd_<name>.c.
 #pragma once
 
+#define RLC_VERSION "0.1.0"
+
 typedef int (*rlc_cmd_fn)(int argc, char **argv);   // argv[0] is the subcommand name
 
 int cmd_init(int argc, char **argv);       // random Qwen3 checkpoint

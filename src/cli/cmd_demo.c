@@ -163,7 +163,7 @@ int cmd_demo(int argc, char **argv) {
     // 4. SFT on worked solutions
     run_rlc(&d, "SFT", "sft", "--model", init, "--data", sft_data, "--out", sftdir, "--epochs", ep, "--batch-size", "32",
             "--lr", "3e-3", "--lr-scheduler", "cosine", "--warmup-steps", "20", "--weight-decay", "0.01", "--seed", seed_s,
-            "--threads", thr, NULL);
+            "--threads", thr, "--log-every", "100", NULL);
     // 5. evaluate the SFT checkpoint, 6. GRPO from it, 7. evaluate again
     char mp[4200], vf[4200], tf[4200], dl[4200], dl2[4200], dl3[4200], st[64], th[64];
     snprintf(mp, sizeof mp, "actor_rollout_ref.model.path=%s", sftdir);
@@ -175,10 +175,24 @@ int cmd_demo(int argc, char **argv) {
     snprintf(dl3, sizeof dl3, "trainer.default_local_dir=%s", eval_grpo);
     snprintf(st, sizeof st, "trainer.total_training_steps=%s", steps);
     snprintf(th, sizeof th, "trainer.n_threads=%d", d.threads);
-    const char *yaml = "examples/demo/grpo_synth.yaml";
-    if (!rlc_file_exists(yaml)) rlc_die("demo: %s not found: run the demo from the repository root", yaml);
+    // the repository's config, else the installed one (make install: <prefix>/bin/rlc, <prefix>/share/rlc/examples)
+    char yaml[4200] = "examples/demo/grpo_synth.yaml";
+    if (!rlc_file_exists(yaml)) {
+        char bindir[4096];
+        snprintf(bindir, sizeof bindir, "%s", d.self);
+        char *sl = strrchr(bindir, '/');
+        if (sl) *sl = 0;
+        snprintf(yaml, sizeof yaml, "%s/../share/rlc/examples/demo/grpo_synth.yaml", bindir);
+        if (!rlc_file_exists(yaml))
+            rlc_die("demo: examples/demo/grpo_synth.yaml not found: run the demo from the repository root, or install "
+                    "rlc with make install");
+    }
     run_rlc(&d, "evaluate SFT checkpoint", "eval", yaml, mp, vf, tf, dl, th, NULL);
-    double t_grpo = run_rlc(&d, "GRPO", "train", yaml, mp, vf, tf, dl2, st, th, "trainer.resume_mode=disable", NULL);
+    // --quick: a GRPO batch of 16 prompts x 4 samples instead of 64 x 8 (the pipeline, not the result)
+    const char *q1 = quick ? "data.train_batch_size=16" : NULL, *q2 = "actor_rollout_ref.actor.ppo_mini_batch_size=16";
+    const char *q3 = "actor_rollout_ref.rollout.n=4", *q4 = "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=64";
+    double t_grpo = run_rlc(&d, "GRPO", "train", yaml, mp, vf, tf, dl2, st, th, "trainer.resume_mode=disable", q1, q2, q3,
+                            q4, NULL);
     char last[4300];
     snprintf(last, sizeof last, "actor_rollout_ref.model.path=%s/global_step_%s/actor", grpodir, steps);
     run_rlc(&d, "evaluate GRPO checkpoint", "eval", yaml, last, vf, tf, dl3, th, NULL);

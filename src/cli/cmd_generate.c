@@ -22,12 +22,13 @@
 #include "core/strbuf.h"
 #include "data/jsonl.h"
 #include "io/checkpoint.h"
+#include "io/hf_cache.h"
 #include "model/decoder.h"
 #include "rollout/engine.h"
 #include "tokenizer/tokenizer.h"
 
 static const char *USAGE =
-    "rlc generate --model DIR --prompts IN.jsonl --out OUT.jsonl [--n N] [--temperature T] [--top-p P] [--top-k K] "
+    "rlc generate --model DIR|ORG/NAME --prompts IN.jsonl --out OUT.jsonl [--n N] [--temperature T] [--top-p P] [--top-k K] "
     "[--greedy] [--max-new-tokens M] [--seed S] [--kv-cache-bytes B] [--threads N] [--ignore-eos] [--no-prompt-sharing] "
     "[--bf16-weights] [--kv-cache-dtype fp32|bf16] [--max-num-seqs N] [--max-batched-tokens N] [--tokenizer DIR] "
     "[--chat-template auto|qwen3|plain] [--enable-thinking true|false]";
@@ -113,7 +114,7 @@ int cmd_generate(int argc, char **argv) {
     cli_args a;
     cli_args_init(&a, argc, argv);
     if (cli_flag(&a, "help")) { printf("usage: %s\n", USAGE); cli_args_free(&a); return 0; }
-    const char *model_dir = cli_opt_req(&a, "model");
+    char *model_dir = hf_resolve_model(cli_opt_req(&a, "model"), "--model");   // a directory or a cached hub id
     const char *in_path = cli_opt_req(&a, "prompts");
     const char *out_path = cli_opt_req(&a, "out");
     rollout_config rc;
@@ -233,6 +234,7 @@ int cmd_generate(int argc, char **argv) {
     decoder_model_free(&m);
     param_set_free(&pset);
     param_layout_free(&pl);
+    free(model_dir);
     cli_args_free(&a);
     return 0;
 }

@@ -17,10 +17,11 @@
 #include "core/common.h"
 #include "data/jsonl.h"
 #include "io/checkpoint.h"
+#include "io/hf_cache.h"
 #include "model/decoder.h"
 
 static const char *USAGE =
-    "rlc logprob --model DIR --data IN.jsonl --out OUT.jsonl [--temperature T] [--max-batch-tokens N] [--threads N]";
+    "rlc logprob --model DIR|ORG/NAME --data IN.jsonl --out OUT.jsonl [--temperature T] [--max-batch-tokens N] [--threads N]";
 
 typedef struct {
     int n;             // sequences
@@ -76,7 +77,7 @@ int cmd_logprob(int argc, char **argv) {
     cli_args args;
     cli_args_init(&args, argc, argv);
     if (cli_flag(&args, "help")) { printf("usage: %s\n", USAGE); cli_args_free(&args); return 0; }
-    const char *model_dir = cli_opt_req(&args, "model");
+    char *model_dir = hf_resolve_model(cli_opt_req(&args, "model"), "--model");   // a directory or a cached hub id
     const char *data = cli_opt_req(&args, "data");
     const char *out_path = cli_opt_req(&args, "out");
     float temperature = (float)cli_double(&args, "temperature", 1.0, 1e-6, 1e6);
@@ -144,6 +145,7 @@ int cmd_logprob(int argc, char **argv) {
     decoder_model_free(&m);
     param_set_free(&ps);
     param_layout_free(&pl);
+    free(model_dir);
     cli_args_free(&args);
     return 0;
 }

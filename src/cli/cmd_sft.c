@@ -9,10 +9,12 @@
 #include "cli/cli.h"
 #include "core/common.h"
 #include "io/checkpoint.h"
+#include "io/hf_cache.h"
 #include "model/decoder.h"
 #include "data/dataset.h"
 #include "data/rows.h"
 #include "tokenizer/tokenizer.h"
+#include "trainer/progress.h"
 #include "trainer/sft.h"
 #include "dist/dist_sft.h"
 
@@ -42,11 +44,26 @@ static void load_sft_data(sft_dataset *d, const char *path, const char *model_di
     rlc_tok_free(tok);
 }
 
+// Each step drives the progress display: one updating line on a terminal, a line every --log-every steps elsewhere.
+static void on_sft_step(void *user, const sft_step_info *s) {
+    progress *p = user;
+    if (p->total == 0) {   // the first step of the run (a resumed run starts past 1): rates and ETA count from here
+        p->total = s->total_steps;
+        p->first_step = p->step = s->step - 1;
+    }
+    char f[64], x[160];
+    snprintf(f, sizeof f, "loss %.6f", s->loss);
+    snprintf(x, sizeof x, "grad_norm %.4g | lr %.4g | epoch %d%s", s->grad_norm, s->lr, s->epoch,
+             s->skipped ? " | skipped: non-finite grad norm" : "");
+    progress_step(p, s->step, s->tokens, f, x);
+}
+
 static const char *USAGE =
-    "rlc sft --model DIR --data IN.jsonl --out DIR [--steps N] [--epochs E] [--batch-size B]\n"
+    "rlc sft --model DIR|ORG/NAME --data IN.jsonl --out DIR [--steps N] [--epochs E] [--batch-size B]\n"
     "        [--micro-batch-tokens K | --micro-batch-size M] [--lr X] [--weight-decay W] [--clip-grad C]\n"
     "        [--beta1 B1] [--beta2 B2] [--eps E] [--warmup-steps S] [--warmup-ratio R]\n"
     "        [--lr-scheduler constant|cosine|linear] [--min-lr-ratio F] [--seed S] [--no-shuffle] [--threads N]\n"
+    "        [--log-every N]   (a terminal shows one updating progress line; elsewhere a line every N steps, 10)\n"
     "        [--activation-checkpoint none|selective|full] [--save-dtype f32|bf16|f16] [--save-optimizer]\n"
     "        [--resume-optimizer OPT.bin]   (mpirun -np N rlc sft ...: data parallel, see docs/distributed.md)\n"
     "  IN.jsonl lines: {\"input_ids\": [...], \"loss_mask\": [...]} of equal length; loss_mask[t] = 1 trains\n"
@@ -59,7 +76,7 @@ int cmd_sft(int argc, char **argv) {
     cli_args a;
     cli_args_init(&a, argc, argv);
     if (cli_flag(&a, "help")) { printf("usage: %s\n", USAGE); cli_args_free(&a); return 0; }
-    const char *model_dir = cli_opt_req(&a, "model");
+    char *model_dir = hf_resolve_model(cli_opt_req(&a, "model"), "--model");   // a directory or a cached hub id
     const char *data = cli_opt_req(&a, "data");
     const char *out = cli_opt_req(&a, "out");
     sft_config c;
@@ -103,6 +120,7 @@ int cmd_sft(int argc, char **argv) {
     }
     int save_opt = cli_flag(&a, "save-optimizer");
     const char *resume_opt = cli_opt(&a, "resume-optimizer");
+    int64_t log_every = cli_int(&a, "log-every", 10, 1, INT64_MAX);
     cli_check_unknown(&a, USAGE);
 
     dist_ctx dd;   // world 1 unless launched by mpirun (data-parallel SFT, src/dist/dist_sft.h)
@@ -128,7 +146,10 @@ int cmd_sft(int argc, char **argv) {
     printf("rlc sft: weight_decay %g, clip_grad %g, micro-batches of %s %lld, load %.2f s\n",
            c.adam.weight_decay, c.clip_grad, c.micro_batch_seqs > 0 ? "seqs" : "tokens",
            (long long)(c.micro_batch_seqs > 0 ? c.micro_batch_seqs : c.micro_batch_tokens), rlc_now() - t0);
-    c.log = stdout;
+    progress prog;
+    progress_init(&prog, stdout, -1, 0, 0, log_every);
+    c.on_step = on_sft_step;
+    c.user = &prog;
     sft_summary s;
     engine e;
     char *opt_path = rlc_path_join(out, "optimizer.bin");
@@ -150,6 +171,7 @@ int cmd_sft(int argc, char **argv) {
     } else {
         sft_train(&m, &d, &c, &s, &e);
     }
+    progress_end(&prog);
     double t1 = rlc_now();
     int ncopied = 0;
     if (root) {
@@ -171,6 +193,7 @@ int cmd_sft(int argc, char **argv) {
     decoder_model_free(&m);
     param_set_free(&ps);
     param_layout_free(&pl);
+    free(model_dir);
     cli_args_free(&a);
     dist_finalize(&dd);
     return 0;

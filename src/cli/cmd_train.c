@@ -1,11 +1,13 @@
 // cmd_train.c: `rlc train CONFIG.yaml [key=value ...]` and `rlc eval CONFIG.yaml [key=value ...]`.
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
 #include "core/common.h"
 #include "dist/dist.h"
+#include "io/hf_cache.h"
 #include "trainer/config.h"
 #include "trainer/grpo.h"
 
@@ -30,6 +32,11 @@ static int run(int argc, char **argv, int val_only) {
     }
     rlc_train_config c;   // rlc_config_from_args initialises it
     rlc_config_from_args(&c, yaml, argc - first, argv + first);
+    if (c.actor_rollout_ref.model.path) {   // a checkpoint directory, or a hub id in the local HF cache
+        char *p = hf_resolve_model(c.actor_rollout_ref.model.path, "actor_rollout_ref.model.path");
+        free(c.actor_rollout_ref.model.path);
+        c.actor_rollout_ref.model.path = p;
+    }
     if (val_only) c.trainer.val_only = 1;
     int rc = grpo_run_dist(&c, val_only || c.trainer.val_only, &dd);
     rlc_config_free(&c);

@@ -47,7 +47,7 @@ static const cfg_entry k_schema[] = {
     {"data.prompt_key", CT_STR, O(data.prompt_key), "prompt", 1, 0, 0, NULL, "row field holding the chat messages"},
     {"data.reward_fn_key", CT_STR, O(data.reward_fn_key), "data_source", 1, 0, 0, NULL, "row field selecting the reward function"},
 
-    {AR "model.path", CT_STR, O(actor_rollout_ref.model.path), "null", 1, 0, 1, NULL, "HF checkpoint directory of the policy"},
+    {AR "model.path", CT_STR, O(actor_rollout_ref.model.path), "null", 1, 0, 1, NULL, "HF checkpoint directory of the policy, or a hub id (ORG/NAME) in the local HF cache"},
     {AR "model.use_remove_padding", CT_BOOL, O(actor_rollout_ref.model.use_remove_padding), "true", 1, 0, 0, NULL, "sequence packing (always on in rlc)"},
     {AR "model.enable_gradient_checkpointing", CT_BOOL, O(actor_rollout_ref.model.enable_gradient_checkpointing), "true", 1, 0, 0, NULL, "recompute activations in backward"},
 
@@ -129,7 +129,7 @@ static const cfg_entry k_schema[] = {
     {"trainer.resume_from_path", CT_STR, O(trainer.resume_from_path), "null", 1, 0, 1, NULL, "checkpoint dir for resume_mode=resume_path"},
     {"trainer.default_local_dir", CT_STR, O(trainer.default_local_dir), "null", 1, 0, 1, NULL, "run directory (null: checkpoints/<project>/<experiment>)"},
     {"trainer.max_actor_ckpt_to_keep", CT_INT, O(trainer.max_actor_ckpt_to_keep), "null", 1, 1e9, 1, NULL, "keep the newest N checkpoints (null: all)"},
-    {"trainer.logger", CT_STRLIST, O(trainer.logger), "[console]", 1, 0, 0, "console|file", "loggers (metrics JSONL is always written)"},
+    {"trainer.logger", CT_STRLIST, O(trainer.logger), "[console]", 1, 0, 0, "console|file|tensorboard", "loggers (metrics JSONL is always written; tensorboard: event files in $TENSORBOARD_DIR or tensorboard_log/<project_name>/<experiment_name>)"},
     {"trainer.project_name", CT_STR, O(trainer.project_name), "verl_examples", 1, 0, 0, NULL, "project name"},
     {"trainer.experiment_name", CT_STR, O(trainer.experiment_name), "gsm8k", 1, 0, 0, NULL, "experiment name"},
     {"trainer.n_gpus_per_node", CT_INT, O(trainer.n_gpus_per_node), "1", 1, 1e6, 0, NULL, "devices per node (perf/throughput divisor)"},

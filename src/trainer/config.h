@@ -111,7 +111,7 @@ typedef struct {
         char *resume_from_path;                // nullable
         char *default_local_dir;               // null -> checkpoints/<project_name>/<experiment_name>
         int64_t max_actor_ckpt_to_keep;        // nullable: keep all
-        rlc_strlist logger;                    // console | file
+        rlc_strlist logger;                    // console | file | tensorboard
         char *project_name, *experiment_name;
         int64_t n_gpus_per_node, nnodes;
         int64_t n_threads;                     // 0: all cores

@@ -39,6 +39,8 @@
 #include "trainer/engine.h"
 #include "trainer/metrics.h"
 #include "trainer/plot.h"
+#include "trainer/progress.h"
+#include "trainer/tensorboard.h"
 
 // ---------------------------------------------------------------------------------------------
 // one step's batch
@@ -157,6 +159,8 @@ typedef struct {
     fsdp_state ref_fs;            // W > 1: sharded weights of the reference model (ref_params is freed)
     int have_ref_fs;
     char *resume_opt;             // W > 1: optimizer.bin to load into the shards once they exist
+    tb_writer *tb;                // trainer.logger has tensorboard: the event file (rank 0), else NULL
+    progress prog;                // the terminal's progress line through a step's phases
 } grpo;
 
 static const char *TRAINER_STATE_MAGIC = "RLCGRPO\x01";
@@ -214,7 +218,7 @@ static void rollout_cfg_from(const grpo *g, rollout_config *rc, int val) {
     const rlc_tok_special *sp = rlc_tok_specials(g->tok);
     rc->stop_ids = sp->stop_ids;
     rc->n_stop_ids = sp->n_stop;
-    rc->progress = isatty(2);
+    rc->progress = isatty(2) && !g->prog.tty;   // the trainer's own progress line shows the generation phase
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -617,6 +621,15 @@ static void ppo_epoch_order(int *order, int B, int shuffle, int64_t seed, int64_
     }
 }
 
+// The terminal's progress line during the update: which of the step's mini-batch updates is running.
+static void update_phase(grpo *g, int64_t ep, int mi, int n_mini) {
+    if (!g->prog.tty) return;
+    char ph[64];
+    snprintf(ph, sizeof ph, "update_actor %lld/%lld", (long long)(ep * n_mini + mi + 1),
+             (long long)(g->cfg->actor_rollout_ref.actor.ppo_epochs * n_mini));
+    progress_phase(&g->prog, g->global_step + 1, ph);
+}
+
 static void update_actor(grpo *g, const step_batch *sb, rlc_metrics *m) {
     const rlc_train_config *c = g->cfg;
     const __typeof__(c->actor_rollout_ref.actor) *ac = &c->actor_rollout_ref.actor;
@@ -632,6 +645,7 @@ static void update_actor(grpo *g, const step_batch *sb, rlc_metrics *m) {
     for (int64_t ep = 0; ep < ac->ppo_epochs; ep++) {
         ppo_epoch_order(order, B, ac->shuffle, ac->data_loader_seed, g->global_step, ep);
         for (int mi = 0; mi < n_mini; mi++) {
+            update_phase(g, ep, mi, n_mini);
             memcpy(rows, order + (size_t)mi * mini_seqs, sizeof(int) * (size_t)mini_seqs);
             engine_mb mbc = {0, 0, NULL, 0};
             if (ac->use_dynamic_bsz) {
@@ -690,6 +704,7 @@ static void update_actor_dist(grpo *g, const step_batch *sb, rlc_metrics *m) {
     for (int64_t ep = 0; ep < ac->ppo_epochs; ep++) {
         ppo_epoch_order(order, B, ac->shuffle, ac->data_loader_seed, g->global_step, ep);   // the same order as one process
         for (int mi = 0; mi < n_mini; mi++) {
+            update_phase(g, ep, mi, n_mini);
             memcpy(rows, order + (size_t)mi * mini_seqs, sizeof(int) * (size_t)mini_seqs);
             rlc_partition part;
             balance_rows(&part, sb, rows, mini_seqs, W);
@@ -1075,6 +1090,17 @@ static void truncate_metrics(const grpo *g, int64_t last) {
 }
 
 static double mget(const rlc_metrics *m, const char *key) { return rlc_metrics_get(m, key, NULL); }
+static void console_line(const grpo *g, const rlc_metrics *m);
+
+// One step's metrics to every logger (verl's Tracking.log at global_step): metrics.jsonl (always), TensorBoard
+// (trainer.logger), and the console line, which replaces the terminal's progress line.
+static void log_step(grpo *g, const rlc_metrics *m) {
+    if (g->root) rlc_metrics_append_jsonl(m, g->metrics_path);
+    if (g->tb) tb_write_metrics(g->tb, m, g->global_step);
+    progress_clear(&g->prog);
+    console_line(g, m);
+    if (g->prog.tty) progress_step(&g->prog, g->global_step, 0, NULL, NULL);   // elsewhere the console line is the log
+}
 
 static void console_line(const grpo *g, const rlc_metrics *m) {
     const char *vkey = NULL;
@@ -1112,11 +1138,13 @@ static void train_step(grpo *g, const int64_t *rows, rlc_metrics *m) {
     const int W = g->W;
     const int np = (int)c->data.train_batch_size / W;   // W > 1: this rank's contiguous chunk of prompts
     if (W > 1) dist_reset_counters(g->d);
+    progress_phase(&g->prog, g->global_step + 1, "generating");
     generate(g, g->rollout, rows + (size_t)g->R * np, np, &g->train, (uint64_t)(g->global_step + 1) << 32, &sb,
              &tm[T_GEN]);
     have[T_GEN] = 1;
 
     t = rlc_now();
+    progress_phase(&g->prog, g->global_step + 1, "reward");
     score(g, &g->train, &sb);   // W > 1: each rank scores its own samples
     if (W > 1) {
         step_batch loc = sb;
@@ -1143,6 +1171,7 @@ static void train_step(grpo *g, const int64_t *rows, rlc_metrics *m) {
 
     // old_log_prob: the actor's log-probs and entropy at the rollout temperature.
     t = rlc_now();
+    progress_phase(&g->prog, g->global_step + 1, "old_log_prob");
     sb.old_lp = rlc_calloc(BT, sizeof(float));
     sb.entropy = rlc_calloc(BT, sizeof(float));
     // (W > 1: on the full rollout copy of the weights, no collectives inside; then the rows are shared)
@@ -1162,6 +1191,7 @@ static void train_step(grpo *g, const int64_t *rows, rlc_metrics *m) {
 
     if (g->have_ref) {
         t = rlc_now();
+        progress_phase(&g->prog, g->global_step + 1, "ref");
         sb.ref_lp = rlc_calloc(BT, sizeof(float));
         if (W > 1) {   // on the sharded reference weights
             infer_logprobs_sharded(g, &g->ref_fs, &g->ref_model, &sb, my_rows, n_my, ar->ref.log_prob_use_dynamic_bsz,
@@ -1215,6 +1245,7 @@ static void train_step(grpo *g, const int64_t *rows, rlc_metrics *m) {
     int last = g->global_step >= g->total_steps;
     if (c->trainer.save_freq > 0 && (g->global_step % c->trainer.save_freq == 0 || last)) {
         t = rlc_now();
+        progress_phase(&g->prog, g->global_step, "save_checkpoint");
         save_checkpoint(g);
         tm[T_SAVE] = rlc_now() - t;
         have[T_SAVE] = 1;
@@ -1294,6 +1325,14 @@ static void grpo_setup(grpo *g, const rlc_train_config *c, int val_only, dist_ct
     g->run_dir = rlc_strdup(dir);
     rlc_mkdirs(g->run_dir);
     g->metrics_path = rlc_path_join(g->run_dir, val_only ? "eval_metrics.jsonl" : "metrics.jsonl");
+    for (int64_t i = 0; i < c->trainer.logger.n && g->root && !g->tb; i++)
+        if (!strcmp(c->trainer.logger.v[i], "tensorboard")) {
+            char *tbd = tb_log_dir(c->trainer.project_name, c->trainer.experiment_name);
+            g->tb = rlc_malloc(sizeof *g->tb);
+            tb_writer_init(g->tb, tbd);
+            fprintf(stdout, "rlc: tensorboard: %s\n", g->tb->path);
+            free(tbd);
+        }
     g->data_seed = c->data.seed == RLC_CFG_NULL ? 1 : (uint64_t)c->data.seed;
     const char *dd = getenv("RLC_GRPO_DUMP");
     g->dump_dir = dd && *dd ? dd : NULL;
@@ -1372,6 +1411,7 @@ static void grpo_teardown(grpo *g) {
     rlc_tok_free(g->tok);
     free(g->run_dir);
     free(g->metrics_path);
+    if (g->tb) { tb_writer_free(g->tb); free(g->tb); }
 }
 
 static void run_validation(grpo *g, rlc_metrics *m) {
@@ -1396,6 +1436,7 @@ int grpo_run_dist(const rlc_train_config *c, int val_only, dist_ctx *dc) {
     if (val_only) {
         run_validation(&g, &m);   // W > 1: every rank validates the whole set (the same result); rank 0 writes
         if (g.root) rlc_metrics_append_jsonl(&m, g.metrics_path);
+        if (g.tb) tb_write_metrics(g.tb, &m, g.global_step);
         char *line = rlc_metrics_to_json(&m);
         fprintf(stdout, "%s\n", line);
         free(line);
@@ -1430,6 +1471,8 @@ int grpo_run_dist(const rlc_train_config *c, int val_only, dist_ctx *dc) {
     } else if (rlc_file_exists(g.metrics_path)) {
         truncate_metrics(&g, -1);   // a fresh run starts a fresh log
     }
+    // TensorBoard's counterpart of the truncation: earlier event files' steps from here on are dropped
+    if (g.tb) tb_write_session_start(g.tb, resumed >= 0 ? resumed + 1 : 0);
 
     if (g.W > 1) {   // sharded state from the (loaded) full weights; g.params stays as the rollout copy
         fsdp_memory mr, rr = {0, 0, 0, 0};
@@ -1459,6 +1502,7 @@ int grpo_run_dist(const rlc_train_config *c, int val_only, dist_ctx *dc) {
                 g.pl.numel * 4.0 / MiB, rr.shard_bytes / MiB, rr.slot_bytes / MiB, g.have_ref ? g.pl.numel * 4.0 / MiB : 0.0);
         fflush(stdout);
     }
+    progress_init(&g.prog, stdout, g.root ? -1 : 0, g.global_step, g.total_steps, 1);
     rollout_config rc;
     rollout_cfg_from(&g, &rc, 0);
     g.rollout = rollout_engine_new(&g.model, &rc);
@@ -1467,8 +1511,7 @@ int grpo_run_dist(const rlc_train_config *c, int val_only, dist_ctx *dc) {
     if (c->trainer.val_before_train && g.have_val && g.global_step == 0) {
         run_validation(&g, &m);
         rlc_metrics_set(&m, "training/global_step", 0);
-        if (g.root) rlc_metrics_append_jsonl(&m, g.metrics_path);
-        console_line(&g, &m);
+        log_step(&g, &m);
         rlc_metrics_clear(&m);
     }
 
@@ -1489,10 +1532,10 @@ int grpo_run_dist(const rlc_train_config *c, int val_only, dist_ctx *dc) {
         int last = g.global_step >= g.total_steps;
         if (c->trainer.test_freq > 0 && g.have_val && (g.global_step % c->trainer.test_freq == 0 || last))
             run_validation(&g, &m);
-        if (g.root) rlc_metrics_append_jsonl(&m, g.metrics_path);
-        console_line(&g, &m);
+        log_step(&g, &m);
         rlc_metrics_clear(&m);
     }
+    progress_end(&g.prog);
     free(perm);
     rlc_metrics_free(&m);
     // The curves a person looks at.
