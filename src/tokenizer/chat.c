@@ -8,6 +8,7 @@
 
 #include "core/common.h"
 #include "core/sha256.h"
+#include "template/chat_render.h"
 #include "template/template.h"
 #include "tokenizer/qwen3_chat_template.h"
 #include "tokenizer/tok_internal.h"
@@ -167,29 +168,13 @@ const char *rlc_tok_chat_kind(const rlc_tokenizer *t) {
     return !strcmp(c->sha, QWEN3_TEMPLATE_SHA) ? "qwen3" : "template";
 }
 
-static int fail(rlc_strbuf *err, const char *msg) {
-    rlc_sb_puts(err, msg);
-    return -1;
-}
-
 int rlc_tok_chat_render_json(const rlc_tokenizer *t, const cJSON *messages, const cJSON *tools,
                              int add_generation_prompt, const cJSON *kwargs, rlc_strbuf *out, rlc_strbuf *err) {
     const struct tok_chat *c = t->chat;
-    if (!cJSON_IsArray(messages)) return fail(err, "messages must be a list of {\"role\", \"content\"} objects");
-    int i = 0;
-    const cJSON *m;
-    cJSON_ArrayForEach(m, messages) {
-        const cJSON *r = cJSON_GetObjectItemCaseSensitive(m, "role");
-        if (!cJSON_IsObject(m) || !cJSON_IsString(r)) {
-            rlc_sb_printf(err, "message %d must be an object with a string \"role\"", i);
-            return -1;
-        }
-        i++;
-    }
-    if (tools && !cJSON_IsNull(tools) && !cJSON_IsArray(tools)) return fail(err, "tools must be a list of JSON schemas");
-    if (kwargs && !cJSON_IsNull(kwargs) && !cJSON_IsObject(kwargs)) return fail(err, "template kwargs must be an object");
+    if (rlc_chat_check_inputs(messages, tools, kwargs, err)) return -1;
     if (c && c->plain) {
-        i = 0;
+        int i = 0;
+        const cJSON *m;
         cJSON_ArrayForEach(m, messages) {
             const cJSON *ct = cJSON_GetObjectItemCaseSensitive(m, "content");
             if (!cJSON_IsString(ct)) {
@@ -207,25 +192,11 @@ int rlc_tok_chat_render_json(const rlc_tokenizer *t, const cJSON *messages, cons
                       "the message contents", t->name);
         return -1;
     }
-    if (c->parse_err) return fail(err, c->parse_err);
-    // the render() keyword arguments, by reference (nothing is copied)
-    cJSON *vars = cJSON_CreateObject();
-    const cJSON *it;
-    cJSON_ArrayForEach(it, c->specials) cJSON_AddItemReferenceToObject(vars, it->string, (cJSON *)it);
-    if (kwargs) cJSON_ArrayForEach(it, kwargs) {
-            cJSON_DeleteItemFromObjectCaseSensitive(vars, it->string);
-            cJSON_AddItemReferenceToObject(vars, it->string, (cJSON *)it);
-        }
-    static const char *const OWN[] = {"messages", "tools", "documents", "add_generation_prompt"};
-    for (size_t k = 0; k < 4; k++) cJSON_DeleteItemFromObjectCaseSensitive(vars, OWN[k]);
-    cJSON_AddItemReferenceToObject(vars, "messages", (cJSON *)messages);
-    if (tools && !cJSON_IsNull(tools)) cJSON_AddItemReferenceToObject(vars, "tools", (cJSON *)tools);
-    else cJSON_AddNullToObject(vars, "tools");
-    cJSON_AddNullToObject(vars, "documents");
-    cJSON_AddBoolToObject(vars, "add_generation_prompt", add_generation_prompt != 0);
-    int rc = rlc_tmpl_render(c->tmpl, vars, out, err);
-    cJSON_Delete(vars);
-    return rc;
+    if (c->parse_err) {
+        rlc_sb_puts(err, c->parse_err);
+        return -1;
+    }
+    return rlc_chat_render(c->tmpl, c->specials, messages, tools, add_generation_prompt, kwargs, out, err);
 }
 
 static cJSON *thinking_kwargs(int enable_thinking) {
