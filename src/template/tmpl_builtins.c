@@ -101,21 +101,32 @@ int tm_str_has_cp(tv set, int32_t cp) {
     return 0;
 }
 
+// Python's full case mappings that are not one code point (SpecialCasing.txt, unconditional, Latin)
+static const struct { int32_t cp; const char *upper, *title, *lower; } SPECIAL_CASE[] = {
+    {0x00DF, "SS", "Ss", NULL},          {0x0149, "\u02BCN", "\u02BCN", NULL}, {0x01F0, "J\u030C", "J\u030C", NULL},
+    {0xFB00, "FF", "Ff", NULL},          {0xFB01, "FI", "Fi", NULL},             {0xFB02, "FL", "Fl", NULL},
+    {0xFB03, "FFI", "Ffi", NULL},        {0xFB04, "FFL", "Ffl", NULL},           {0xFB05, "ST", "St", NULL},
+    {0xFB06, "ST", "St", NULL},          {0x0130, NULL, NULL, "i\u0307"},
+};
+
 tv tm_py_case(tm_ctx *c, tv s, int mode) {   // 0 lower, 1 upper, 2 capitalize, 3 str.title
     rlc_strbuf sb = {0};
     int prev_cased = 0, first = 1;
     for (size_t i = 0; i < s.n;) {
         int32_t cp;
         i += cp_next(s.u.s, s.n, i, &cp);
-        int32_t o;
-        if (mode == 0) o = utf8proc_tolower(cp);
-        else if (mode == 1) o = utf8proc_toupper(cp);
-        else if (mode == 2) o = first ? utf8proc_totitle(cp) : utf8proc_tolower(cp);
-        else o = prev_cased ? utf8proc_tolower(cp) : utf8proc_totitle(cp);
-        int cased = utf8proc_tolower(cp) != cp || utf8proc_toupper(cp) != cp || utf8proc_totitle(cp) != cp;
+        int want_lower = mode == 0 || (mode == 2 && !first) || (mode == 3 && prev_cased);
+        int want_title = (mode == 2 && first) || (mode == 3 && !prev_cased);
+        int cased = utf8proc_tolower(cp) != cp || utf8proc_toupper(cp) != cp || utf8proc_totitle(cp) != cp ||
+                    utf8proc_category(cp) == UTF8PROC_CATEGORY_LL || utf8proc_category(cp) == UTF8PROC_CATEGORY_LU ||
+                    utf8proc_category(cp) == UTF8PROC_CATEGORY_LT;
         prev_cased = cased;
         first = 0;
-        put_cp(&sb, o);
+        const char *sp = NULL;
+        for (size_t k = 0; k < sizeof SPECIAL_CASE / sizeof *SPECIAL_CASE; k++)
+            if (SPECIAL_CASE[k].cp == cp) sp = want_lower ? SPECIAL_CASE[k].lower : want_title ? SPECIAL_CASE[k].title : SPECIAL_CASE[k].upper;
+        if (sp) { rlc_sb_puts(&sb, sp); continue; }
+        put_cp(&sb, want_lower ? utf8proc_tolower(cp) : want_title ? utf8proc_totitle(cp) : utf8proc_toupper(cp));
     }
     return arena_str(c, &sb);
 }
@@ -439,6 +450,15 @@ static tv l_count(tm_ctx *c, tv self, tm_args *a) {
     return tv_int(k);
 }
 
+static tv loop_changed(tm_ctx *c, tv self, tm_args *a) {
+    tv_list *l = tm_list_new(&c->arena, (size_t)a->npos);
+    for (int i = 0; i < a->npos; i++) tm_list_push(&c->arena, l, a->pos[i]);
+    tv now = tv_listv(l);
+    tm_loop *lp = self.u.loop;
+    if (lp->changed_last.kind != TV_UNDEF && tm_equal(lp->changed_last, now)) return tv_bool(0);
+    lp->changed_last = now;
+    return tv_bool(1);
+}
 static tv loop_cycle(tm_ctx *c, tv self, tm_args *a) {
     if (a->npos == 0) tm_raise(c, "no items for cycling given");
     return a->pos[self.u.loop->index0 % (size_t)a->npos];
@@ -492,7 +512,7 @@ tv tm_get_attr(tm_ctx *c, tv obj, const char *name, size_t n) {
         if (name_is(name, n, "previtem")) return i > 0 ? lp->items->v[i - 1] : tv_undef("there is no previous item");
         if (name_is(name, n, "nextitem")) return i + 1 < len ? lp->items->v[i + 1] : tv_undef("there is no next item");
         if (name_is(name, n, "cycle")) return bound(c, "cycle", loop_cycle, obj);
-        if (name_is(name, n, "changed")) tm_raise(c, "loop.changed is not supported");
+        if (name_is(name, n, "changed")) return bound(c, "changed", loop_changed, obj);
         return undef_attr(c, obj, name, n);
     }
     default: return undef_attr(c, obj, name, n);

@@ -488,6 +488,7 @@ static void exec_for(tm_ctx *c, tm_scope *s, tnode *n) {
     }
     tm_loop *lp = tm_alloc(&c->arena, sizeof *lp);
     lp->items = items;
+    lp->changed_last = tv_undef(NULL);
     tv lv = {TV_LOOP, 0, {.loop = lp}, NULL};
     tm_scope_set(c, ls, "loop", lv);
     for (size_t i = 0; i < items->n; i++) {

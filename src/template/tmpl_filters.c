@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <utf8proc.h>
 
 #include "core/common.h"
 #include "template/tmpl_internal.h"
@@ -72,7 +73,7 @@ static tv f_capitalize(tm_ctx *c, tv x, tm_args *a) { (void)a; return tm_py_case
 static tv f_string(tm_ctx *c, tv x, tm_args *a) { (void)a; return tm_str_of(c, x); }
 static tv f_safe(tm_ctx *c, tv x, tm_args *a) { (void)a; return tm_str_of(c, x); }
 
-// jinja2's title: capitalize each piece after [-\s({\[<]+
+// jinja2's title: each piece after [-\s({\[<]+ becomes piece[0].upper() + piece[1:].lower()
 static tv f_title(tm_ctx *c, tv x, tm_args *a) {
     (void)a;
     tv s = tm_str_of(c, x);
@@ -85,10 +86,28 @@ static tv f_title(tm_ctx *c, tv x, tm_args *a) {
         st = i;
         while (i < s.n && !(strchr("-({[< \t\n\r\v\f", s.u.s[i]) && s.u.s[i])) i++;
         if (i > st) {
-            tv w = tm_py_case(c, tv_str(s.u.s + st, i - st), 2);
-            rlc_sb_append(&sb, w.u.s, w.n);
+            size_t k = st + 1;
+            while (k < i && ((unsigned char)s.u.s[k] & 0xC0) == 0x80) k++;
+            tv u = tm_py_case(c, tv_str(s.u.s + st, k - st), 1), l = tm_py_case(c, tv_str(s.u.s + k, i - k), 0);
+            rlc_sb_append(&sb, u.u.s, u.n);
+            rlc_sb_append(&sb, l.u.s, l.n);
         }
     }
+    return sb_val(c, &sb);
+}
+
+// str.center(width[, fillchar]) as Python pads: the odd space goes left when width is odd
+static tv f_center(tm_ctx *c, tv x, tm_args *a) {
+    tv s = tm_str_of(c, x);
+    int64_t w = want_int(c, tm_arg(a, 0, "width", tv_int(80)), "center's width");
+    int64_t len = tm_str_len_cp(s.u.s, s.n);
+    if (w <= len) return s;
+    if (w > 100000) tm_raise(c, "center: width %lld is too large", (long long)w);
+    int64_t marg = w - len, left = marg / 2 + (marg & w & 1);
+    rlc_strbuf sb = {0};
+    for (int64_t i = 0; i < left; i++) rlc_sb_putc(&sb, ' ');
+    rlc_sb_append(&sb, s.u.s, s.n);
+    for (int64_t i = 0; i < marg - left; i++) rlc_sb_putc(&sb, ' ');
     return sb_val(c, &sb);
 }
 
@@ -445,14 +464,20 @@ static tv f_sum(tm_ctx *c, tv x, tm_args *a) {
     }
     return acc;
 }
+// len(re.findall(r"\w+", s)): \w is letters, numbers and '_' (what Python's str.isalnum() accepts)
 static tv f_wordcount(tm_ctx *c, tv x, tm_args *a) {
     (void)a;
     tv s = tm_str_of(c, x);
     int64_t k = 0;
     int in = 0;
-    for (size_t i = 0; i < s.n; i++) {
-        unsigned char ch = (unsigned char)s.u.s[i];
-        int w = ch >= 0x80 || ch == '_' || ((ch | 32) >= 'a' && (ch | 32) <= 'z') || (ch >= '0' && ch <= '9');
+    for (size_t i = 0; i < s.n;) {
+        utf8proc_int32_t cp;
+        utf8proc_ssize_t n = utf8proc_iterate((const utf8proc_uint8_t *)s.u.s + i, (utf8proc_ssize_t)(s.n - i), &cp);
+        if (n <= 0) { cp = 0xFFFD; n = 1; }
+        i += (size_t)n;
+        utf8proc_category_t cat = utf8proc_category(cp);
+        int w = cp == '_' || (cat >= UTF8PROC_CATEGORY_LU && cat <= UTF8PROC_CATEGORY_LO) ||
+                (cat >= UTF8PROC_CATEGORY_ND && cat <= UTF8PROC_CATEGORY_NO);
         if (w && !in) k++;
         in = w;
     }
@@ -485,7 +510,7 @@ static const struct { const char *name; tm_builtin_fn fn; } FILTERS[] = {
     {"attr", f_attr}, {"int", f_int}, {"float", f_float}, {"abs", f_abs}, {"round", f_round}, {"indent", f_indent},
     {"escape", f_escape}, {"e", f_escape}, {"forceescape", f_escape}, {"sort", f_sort}, {"dictsort", f_dictsort},
     {"max", f_max}, {"min", f_min}, {"unique", f_unique}, {"sum", f_sum}, {"wordcount", f_wordcount},
-    {"batch", f_batch},
+    {"batch", f_batch}, {"center", f_center},
 };
 
 tm_builtin_fn tm_find_filter(const char *name) {

@@ -84,7 +84,7 @@ typedef struct tv_func {
 typedef struct tm_loop {
     tv_list *items;
     size_t index0;
-    int depth0;
+    tv changed_last;     // loop.changed(): the arguments of its last call (kind TV_UNDEF before the first)
 } tm_loop;
 
 static inline tv tv_undef(const char *name) { tv v = {TV_UNDEF, 0, {.undef_name = name}, NULL}; return v; }

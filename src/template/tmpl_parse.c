@@ -761,6 +761,19 @@ static tnode *parse_stmt(parser *P) {
         n->nkids = body.n;
         return n;
     }
+    if (!strcmp(kw, "block")) {   // a standalone template renders its blocks in place
+        expect_name(P);
+        P->pos++;
+        if (is_name(P, "scoped") || is_name(P, "required")) perr(P, "block modifiers are not supported");
+        expect_block_end(P);
+        static const char *const END[] = {"endblock"};
+        nvec body = {0};
+        parse_body(P, &body, END, 1, "block", line);
+        P->pos++;
+        if (cur(P)->type == T_NAME) P->pos++;   // {% endblock name %}
+        expect_block_end(P);
+        return mk_body(P, &body, line);
+    }
     if (!strcmp(kw, "generation")) {   // transformers' AssistantTracker tag: renders its body
         expect_block_end(P);
         static const char *const END[] = {"endgeneration"};
