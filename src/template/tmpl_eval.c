@@ -59,6 +59,7 @@ static double num_f(tv v) { return v.kind == TV_FLOAT ? v.u.f : (double)v.u.i; }
 static const char *OPSYM[] = {"+", "-", "*", "/", "//", "%", "**"};
 
 static tv concat_str(tm_ctx *c, tv a, tv b) {
+    if (a.n + b.n > TM_MAX_STRING) tm_raise(c, "string longer than %zu bytes", TM_MAX_STRING);
     char *p = tm_alloc(&c->arena, a.n + b.n + 1);
     memcpy(p, a.u.s, a.n);
     memcpy(p + a.n, b.u.s, b.n);
@@ -133,7 +134,7 @@ static tv binop(tm_ctx *c, int op, tv a, tv b) {
     if (op == OP_MUL && (a.kind == TV_INT || a.kind == TV_BOOL) && (b.kind == TV_STR || b.kind == TV_LIST)) {
         int64_t k = a.u.i < 0 ? 0 : a.u.i;
         size_t unit = b.kind == TV_STR ? b.n : b.u.l->n;
-        if (unit && (uint64_t)k > ((uint64_t)1 << 28) / unit) tm_raise(c, "repetition result too large");
+        if (unit && (uint64_t)k > TM_MAX_STRING / unit) tm_raise(c, "repetition result too large");
         if (b.kind == TV_STR) {
             char *p = tm_alloc(&c->arena, unit * (size_t)k + 1);
             for (int64_t i = 0; i < k; i++) memcpy(p + (size_t)i * unit, b.u.s, unit);
@@ -419,7 +420,10 @@ tv tm_eval(tm_ctx *c, tm_scope *s, tnode *n) {
     }
     case N_CONCAT: {
         rlc_strbuf sb = {0};
-        for (int i = 0; i < n->nkids; i++) tm_to_str(c, tm_eval(c, s, n->kids[i]), &sb);
+        for (int i = 0; i < n->nkids; i++) {
+            tm_to_str(c, tm_eval(c, s, n->kids[i]), &sb);
+            if (sb.n > TM_MAX_STRING) { rlc_sb_free(&sb); tm_raise(c, "string longer than %zu bytes", TM_MAX_STRING); }
+        }
         tv r = tv_str(tm_strndup(&c->arena, sb.s ? sb.s : "", sb.n), sb.n);
         rlc_sb_free(&sb);
         return r;
@@ -492,6 +496,7 @@ static void exec_for(tm_ctx *c, tm_scope *s, tnode *n) {
     tv lv = {TV_LOOP, 0, {.loop = lp}, NULL};
     tm_scope_set(c, ls, "loop", lv);
     for (size_t i = 0; i < items->n; i++) {
+        if (++c->steps > TM_MAX_STEPS) tm_raise(c, "the template ran more than %lld statements", TM_MAX_STEPS);
         lp->index0 = i;
         assign(c, ls, n->a, items->v[i]);
         exec_body(c, ls, n->kids, n->nkids);
@@ -502,6 +507,8 @@ static void exec_for(tm_ctx *c, tm_scope *s, tnode *n) {
 
 static void exec_node(tm_ctx *c, tm_scope *s, tnode *n) {
     c->line = n->line;
+    if (++c->steps > TM_MAX_STEPS) tm_raise(c, "the template ran more than %lld statements", TM_MAX_STEPS);
+    if (c->out->n > TM_MAX_STRING) tm_raise(c, "the output is longer than %zu bytes", TM_MAX_STRING);
     switch (n->type) {
     case N_DATA: rlc_sb_append(c->out, n->str, n->slen); return;
     case N_OUTPUT: {

@@ -143,11 +143,16 @@ typedef struct tm_ctx {
     int line;               // line of the node being evaluated (error messages)
     int loop_ctl;           // 1 break, 2 continue (loopcontrols)
     int depth;              // macro recursion depth
+    int64_t steps;          // statements and loop iterations run (a budget against runaway templates)
     jmp_buf jmp;
     tm_scope *globals;
     rlc_strbuf *live[512];  // capture buffers in use (freed if an error unwinds)
     int nlive;
 } tm_ctx;
+
+// Limits that keep a hostile or broken template from running away (jinja2 has none; chat templates are tiny).
+#define TM_MAX_STEPS 50000000LL          // statements executed
+#define TM_MAX_STRING ((size_t)64 << 20)  // bytes of one string and of the output
 
 // Raise a render error ("NAME:LINE: msg") and unwind to rlc_tmpl_render.
 __attribute__((noreturn, format(printf, 2, 3))) void tm_raise(tm_ctx *c, const char *fmt, ...);

@@ -565,7 +565,8 @@ static tnode *mk_body(parser *P, nvec *v, int line) {
     return b;
 }
 
-static tnode *parse_if(parser *P, int line) {
+static tnode *parse_if(parser *P, int line);
+static tnode *parse_if_in(parser *P, int line) {
     tnode *n = node(P, N_IF);
     n->line = line;
     n->a = parse_expr(P);
@@ -593,6 +594,13 @@ static tnode *parse_if(parser *P, int line) {
     expect_block_end(P);
     n->kids2 = els.v;
     n->nkids2 = els.n;
+    return n;
+}
+
+static tnode *parse_if(parser *P, int line) {
+    if (++P->depth > 300) perr(P, "elif chain or blocks nested too deeply");
+    tnode *n = parse_if_in(P, line);
+    P->depth--;
     return n;
 }
 
@@ -696,8 +704,9 @@ static void parse_signature(parser *P, tnode *n) {
     n->nkids2 = dflt.n;
 }
 
-static tnode *parse_stmt(parser *P) {
+static tnode *parse_stmt_in(parser *P) {
     int line = cur(P)->line;
+    if (++P->depth > 200) perr(P, "blocks nested too deeply");
     P->pos++;   // {%
     const char *kw = expect_name(P);
     P->pos++;
@@ -808,6 +817,12 @@ static tnode *parse_stmt(parser *P) {
     }
     P->pos--;
     perr(P, "the '%s' statement is not supported by rlc's chat-template engine", kw);
+}
+
+static tnode *parse_stmt(parser *P) {
+    tnode *n = parse_stmt_in(P);
+    P->depth--;
+    return n;
 }
 
 // Parse nodes until a block whose keyword is one of ends (left current, at the keyword) or EOF.

@@ -286,7 +286,11 @@ static void repr_str(const char *s, size_t n, rlc_strbuf *o) {
     rlc_sb_putc(o, q);
 }
 
-void tm_repr(tm_ctx *c, tv v, rlc_strbuf *o) {
+static void repr_depth(tm_ctx *c, tv v, rlc_strbuf *o, int depth);
+void tm_repr(tm_ctx *c, tv v, rlc_strbuf *o) { repr_depth(c, v, o, 0); }
+
+static void repr_depth(tm_ctx *c, tv v, rlc_strbuf *o, int depth) {
+    if (depth > 200) tm_raise(c, "value nested too deeply to print (a namespace that contains itself?)");
     switch (v.kind) {
     case TV_STR: repr_str(v.u.s, v.n, o); return;
     case TV_LIST: {
@@ -294,7 +298,7 @@ void tm_repr(tm_ctx *c, tv v, rlc_strbuf *o) {
         rlc_sb_putc(o, l->tuple ? '(' : '[');
         for (size_t i = 0; i < l->n; i++) {
             if (i) rlc_sb_puts(o, ", ");
-            tm_repr(c, l->v[i], o);
+            repr_depth(c, l->v[i], o, depth + 1);
         }
         if (l->tuple && l->n == 1) rlc_sb_putc(o, ',');
         rlc_sb_putc(o, l->tuple ? ')' : ']');
@@ -306,9 +310,9 @@ void tm_repr(tm_ctx *c, tv v, rlc_strbuf *o) {
         rlc_sb_putc(o, '{');
         for (size_t i = 0; i < d->n; i++) {
             if (i) rlc_sb_puts(o, ", ");
-            tm_repr(c, d->k[i], o);
+            repr_depth(c, d->k[i], o, depth + 1);
             rlc_sb_puts(o, ": ");
-            tm_repr(c, d->v[i], o);
+            repr_depth(c, d->v[i], o, depth + 1);
         }
         rlc_sb_putc(o, '}');
         if (d->ns) rlc_sb_putc(o, '>');
