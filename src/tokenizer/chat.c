@@ -199,6 +199,38 @@ int rlc_tok_chat_render_json(const rlc_tokenizer *t, const cJSON *messages, cons
     return rlc_chat_render(c->tmpl, c->specials, messages, tools, add_generation_prompt, kwargs, out, err);
 }
 
+int rlc_tok_chat_render_line(const rlc_tokenizer *t, const cJSON *line, int add_generation_prompt,
+                             const cJSON *kwargs, rlc_strbuf *out, rlc_strbuf *err) {
+    const cJSON *msgs = line, *tools = NULL, *lk = NULL;
+    if (cJSON_IsObject(line)) {
+        msgs = cJSON_GetObjectItemCaseSensitive(line, "messages");
+        tools = cJSON_GetObjectItemCaseSensitive(line, "tools");
+        const cJSON *g = cJSON_GetObjectItemCaseSensitive(line, "add_generation_prompt");
+        if (g && !cJSON_IsBool(g)) {
+            rlc_sb_puts(err, "\"add_generation_prompt\" must be true or false");
+            return -1;
+        }
+        if (g) add_generation_prompt = cJSON_IsTrue(g);
+        lk = cJSON_GetObjectItemCaseSensitive(line, "chat_template_kwargs");
+        if (lk && !cJSON_IsNull(lk) && !cJSON_IsObject(lk)) {
+            rlc_sb_puts(err, "\"chat_template_kwargs\" must be an object");
+            return -1;
+        }
+    }
+    // the line's kwargs over the caller's defaults
+    cJSON *k = cJSON_CreateObject();
+    const cJSON *layers[2] = {kwargs, lk}, *it;
+    for (int l = 0; l < 2; l++)
+        if (cJSON_IsObject(layers[l]))
+            cJSON_ArrayForEach(it, layers[l]) {
+                cJSON_DeleteItemFromObjectCaseSensitive(k, it->string);
+                cJSON_AddItemReferenceToObject(k, it->string, (cJSON *)it);
+            }
+    int rc = rlc_tok_chat_render_json(t, msgs, tools, add_generation_prompt, k, out, err);
+    cJSON_Delete(k);
+    return rc;
+}
+
 static cJSON *thinking_kwargs(int enable_thinking) {
     if (enable_thinking < 0) return NULL;
     cJSON *k = cJSON_CreateObject();

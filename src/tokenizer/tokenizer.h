@@ -124,6 +124,10 @@ struct cJSON;
 // with one line in err (the template's name, line and message).
 int rlc_tok_chat_render_json(const rlc_tokenizer *t, const struct cJSON *messages, const struct cJSON *tools,
                              int add_generation_prompt, const struct cJSON *kwargs, rlc_strbuf *out, rlc_strbuf *err);
+// One input line: a messages list, or {"messages": [...], "tools": [...], "add_generation_prompt": bool,
+// "chat_template_kwargs": {...}}; the line's values replace add_generation_prompt and extend kwargs.
+int rlc_tok_chat_render_line(const rlc_tokenizer *t, const struct cJSON *line, int add_generation_prompt,
+                             const struct cJSON *kwargs, rlc_strbuf *out, rlc_strbuf *err);
 // Shorthands: enable_thinking -1 = not passed, 0 = false, 1 = true.
 int rlc_tok_chat_render_cjson(const rlc_tokenizer *t, const struct cJSON *messages, int add_generation_prompt,
                               int enable_thinking, rlc_strbuf *out, rlc_strbuf *err);
