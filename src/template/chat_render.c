@@ -1,6 +1,7 @@
 // chat_render.c: the render() call of transformers' apply_chat_template, on the template engine. The
-// variables are passed by reference (cJSON reference items): nothing of the conversation is copied.
+// variables are passed as pointers into the caller's JSON: nothing of the conversation is copied first.
 #include <cjson/cJSON.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "template/chat_render.h"
@@ -32,26 +33,39 @@ int rlc_chat_check_inputs(const cJSON *messages, const cJSON *tools, const cJSON
 
 int rlc_chat_render(const rlc_tmpl *t, const cJSON *specials, const cJSON *messages, const cJSON *tools,
                     int add_generation_prompt, const cJSON *kwargs, rlc_strbuf *out, rlc_strbuf *err) {
+    static const cJSON J_NULL = {.type = cJSON_NULL}, J_TRUE = {.type = cJSON_True}, J_FALSE = {.type = cJSON_False};
     if (rlc_chat_check_inputs(messages, tools, kwargs, err)) return -1;
-    cJSON *vars = cJSON_CreateObject();
+    // render(**special_tokens, **kwargs, messages=, tools=, documents=None, add_generation_prompt=): a later
+    // name replaces an earlier one
+    enum { SMALL = 48 };
+    const char *names_small[SMALL], **names = names_small;
+    const cJSON *vals_small[SMALL], **vals = vals_small;
+    int n = 4, k = 0;
     const cJSON *it;
-    // later keys replace earlier ones, as in render(messages=..., **special_tokens, **kwargs)
-    const cJSON *layers[2] = {specials, kwargs && cJSON_IsObject(kwargs) ? kwargs : NULL};
+    const cJSON *layers[2] = {specials, cJSON_IsObject(kwargs) ? kwargs : NULL};
     for (int l = 0; l < 2; l++)
-        if (layers[l])
-            cJSON_ArrayForEach(it, layers[l]) {
-                if (!it->string) continue;
-                cJSON_DeleteItemFromObjectCaseSensitive(vars, it->string);
-                cJSON_AddItemReferenceToObject(vars, it->string, (cJSON *)it);
-            }
-    static const char *const OWN[] = {"messages", "tools", "documents", "add_generation_prompt"};
-    for (size_t k = 0; k < sizeof OWN / sizeof *OWN; k++) cJSON_DeleteItemFromObjectCaseSensitive(vars, OWN[k]);
-    cJSON_AddItemReferenceToObject(vars, "messages", (cJSON *)messages);
-    if (tools && !cJSON_IsNull(tools)) cJSON_AddItemReferenceToObject(vars, "tools", (cJSON *)tools);
-    else cJSON_AddNullToObject(vars, "tools");
-    cJSON_AddNullToObject(vars, "documents");
-    cJSON_AddBoolToObject(vars, "add_generation_prompt", add_generation_prompt != 0);
-    int rc = rlc_tmpl_render(t, vars, out, err);
-    cJSON_Delete(vars);
+        for (it = layers[l] ? layers[l]->child : NULL; it; it = it->next) n++;
+    if (n > SMALL) {
+        names = malloc((size_t)n * sizeof *names);
+        vals = malloc((size_t)n * sizeof *vals);
+        if (!names || !vals) {
+            free(names);
+            free(vals);
+            rlc_sb_puts(err, "out of memory");
+            return -1;
+        }
+    }
+    for (int l = 0; l < 2; l++)
+        for (it = layers[l] ? layers[l]->child : NULL; it; it = it->next)
+            if (it->string) { names[k] = it->string; vals[k++] = it; }
+    names[k] = "messages"; vals[k++] = messages;
+    names[k] = "tools"; vals[k++] = tools && !cJSON_IsNull(tools) ? tools : &J_NULL;
+    names[k] = "documents"; vals[k++] = &J_NULL;
+    names[k] = "add_generation_prompt"; vals[k++] = add_generation_prompt ? &J_TRUE : &J_FALSE;
+    int rc = rlc_tmpl_render_vars(t, k, names, vals, out, err);
+    if (names != names_small) {
+        free(names);
+        free(vals);
+    }
     return rc;
 }

@@ -22,3 +22,7 @@ void rlc_tmpl_free(rlc_tmpl *t);
 // dict, raise_exception, strftime_now). Appends to out; on error returns -1 and err holds one line
 // (out then holds a partial rendering). JSON numbers that are integers become Python ints, others floats.
 int rlc_tmpl_render(const rlc_tmpl *t, const struct cJSON *vars, rlc_strbuf *out, rlc_strbuf *err);
+// The same with the variables as parallel arrays (n names and JSON values; a later name replaces an
+// earlier one), which spares building a JSON object per render.
+int rlc_tmpl_render_vars(const rlc_tmpl *t, int n, const char *const *names, const struct cJSON *const *values,
+                         rlc_strbuf *out, rlc_strbuf *err);

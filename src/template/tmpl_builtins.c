@@ -36,7 +36,7 @@ static tv bound(tm_ctx *c, const char *name, tm_builtin_fn fn, tv self) {
     return v;
 }
 
-static int name_is(const char *s, size_t n, const char *lit) { return strlen(lit) == n && !memcmp(s, lit, n); }
+static int name_is(const char *s, size_t n, const char *lit) { return lit[0] == s[0] && strlen(lit) == n && !memcmp(s, lit, n); }
 
 // ---- code-point helpers ----
 static size_t cp_next(const char *s, size_t n, size_t i, int32_t *cp) {
@@ -467,6 +467,19 @@ static tv loop_cycle(tm_ctx *c, tv self, tm_args *a) {
 static const char *const UNSAFE[] = {"append", "extend", "insert", "pop", "remove", "reverse", "sort", "clear",
                                      "update", "setdefault", "popitem", "add", "discard"};
 
+// the dict methods (attributes looked up before keys): the safe ones and those the sandbox refuses
+static int is_dict_attr(const char *s, size_t n) {
+    switch (n) {
+    case 3: return !memcmp(s, "get", 3) || !memcmp(s, "pop", 3);
+    case 4: return !memcmp(s, "keys", 4) || !memcmp(s, "copy", 4);
+    case 5: return !memcmp(s, "items", 5) || !memcmp(s, "clear", 5);
+    case 6: return !memcmp(s, "values", 6) || !memcmp(s, "update", 6);
+    case 7: return !memcmp(s, "popitem", 7);
+    case 10: return !memcmp(s, "setdefault", 10);
+    default: return 0;
+    }
+}
+
 tv tm_get_attr(tm_ctx *c, tv obj, const char *name, size_t n) {
     switch (obj.kind) {
     case TV_UNDEF: tm_undef_fail(c, obj);
@@ -475,14 +488,14 @@ tv tm_get_attr(tm_ctx *c, tv obj, const char *name, size_t n) {
             tv *v = tm_dict_get(obj.u.d, name, n);
             return v ? *v : undef_attr(c, obj, name, n);
         }
-        if (name_is(name, n, "items")) return bound(c, "items", d_items, obj);
-        if (name_is(name, n, "keys")) return bound(c, "keys", d_keys, obj);
-        if (name_is(name, n, "values")) return bound(c, "values", d_values, obj);
-        if (name_is(name, n, "get")) return bound(c, "get", d_get, obj);
-        if (name_is(name, n, "copy")) return bound(c, "copy", d_copy, obj);
-        for (size_t i = 0; i < sizeof UNSAFE / sizeof *UNSAFE; i++)
-            if (name_is(name, n, UNSAFE[i]) && (i >= 7 || !strcmp(UNSAFE[i], "pop")))
-                tm_raise(c, "access to attribute '%s' of 'dict' object is unsafe.", UNSAFE[i]);
+        if (is_dict_attr(name, n)) {   // Python attributes come before items
+            if (name_is(name, n, "items")) return bound(c, "items", d_items, obj);
+            if (name_is(name, n, "keys")) return bound(c, "keys", d_keys, obj);
+            if (name_is(name, n, "values")) return bound(c, "values", d_values, obj);
+            if (name_is(name, n, "get")) return bound(c, "get", d_get, obj);
+            if (name_is(name, n, "copy")) return bound(c, "copy", d_copy, obj);
+            tm_raise(c, "access to attribute '%.*s' of 'dict' object is unsafe.", (int)n, name);
+        }
         {
             tv *v = tm_dict_get(obj.u.d, name, n);
             return v ? *v : undef_attr(c, obj, name, n);
@@ -544,7 +557,7 @@ tv tm_get_item(tm_ctx *c, tv obj, tv key) {
         return undef_attr(c, obj, "?", 1);
     case TV_DICT: {
         if (!obj.u.d->ns) {
-            tv *v = tm_dict_getv(obj.u.d, key);
+            tv *v = key.kind == TV_STR ? tm_dict_get(obj.u.d, key.u.s, key.n) : tm_dict_getv(obj.u.d, key);
             if (v) return *v;
         }
         if (key.kind == TV_STR) return tm_get_attr(c, obj, key.u.s, key.n);
@@ -616,12 +629,13 @@ static tv g_strftime(tm_ctx *c, tv self, tm_args *a) {
     return tv_str(tm_strndup(&c->arena, buf, k), k);
 }
 
-void tm_install_globals(tm_ctx *c, tm_scope *s) {
-    tm_scope_set(c, s, "range", bound(c, "range", g_range, tv_none()));
-    tm_scope_set(c, s, "dict", bound(c, "dict", g_dict, tv_none()));
-    tm_scope_set(c, s, "namespace", bound(c, "namespace", g_namespace, tv_none()));
-    tm_scope_set(c, s, "raise_exception", bound(c, "raise_exception", g_raise, tv_none()));
-    tm_scope_set(c, s, "strftime_now", bound(c, "strftime_now", g_strftime, tv_none()));
+void tm_install_globals(tm_ctx *c, tm_scope *s) {   // only those the template names
+    const rlc_tmpl *t = c->tmpl;
+    static const struct { int sym; const char *name; tm_builtin_fn fn; } G[] = {
+        {TM_SYM_RANGE, "range", g_range}, {TM_SYM_DICT, "dict", g_dict}, {TM_SYM_NAMESPACE, "namespace", g_namespace},
+        {TM_SYM_RAISE, "raise_exception", g_raise}, {TM_SYM_STRFTIME, "strftime_now", g_strftime}};
+    for (size_t i = 0; i < sizeof G / sizeof *G; i++)
+        if (t->sym_used[G[i].sym]) tm_scope_set(c, s, t->sym[G[i].sym], bound(c, G[i].name, G[i].fn, tv_none()));
 }
 
 // ---- tests ----

@@ -3,6 +3,7 @@
 // render entry point (errors unwind here with longjmp and become one line).
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,9 +29,9 @@ static tm_scope *scope_new(tm_ctx *c, tm_scope *parent) {
     s->parent = parent;
     return s;
 }
-void tm_scope_set(tm_ctx *c, tm_scope *s, const char *name, tv v) {
+void tm_scope_set(tm_ctx *c, tm_scope *s, const char *name, tv v) {   // name: interned
     for (int i = 0; i < s->n; i++)
-        if (!strcmp(s->names[i], name)) { s->vals[i] = v; return; }
+        if (s->names[i] == name) { s->vals[i] = v; return; }
     if (s->n == s->cap) {
         int nc = s->cap ? s->cap * 2 : 8;
         const char **nn = tm_alloc(&c->arena, (size_t)nc * sizeof *nn);
@@ -46,10 +47,10 @@ void tm_scope_set(tm_ctx *c, tm_scope *s, const char *name, tv v) {
     s->names[s->n] = name;
     s->vals[s->n++] = v;
 }
-static tv *scope_find(tm_scope *s, const char *name, size_t n) {
+static tv *scope_find(tm_scope *s, const char *name) {   // name: interned
     for (; s; s = s->parent)
         for (int i = s->n - 1; i >= 0; i--)
-            if (s->names[i][0] == name[0] && !strncmp(s->names[i], name, n) && !s->names[i][n]) return &s->vals[i];
+            if (s->names[i] == name) return &s->vals[i];
     return NULL;
 }
 
@@ -60,7 +61,7 @@ static const char *OPSYM[] = {"+", "-", "*", "/", "//", "%", "**"};
 
 static tv concat_str(tm_ctx *c, tv a, tv b) {
     if (a.n + b.n > TM_MAX_STRING) tm_raise(c, "string longer than %zu bytes", TM_MAX_STRING);
-    char *p = tm_alloc(&c->arena, a.n + b.n + 1);
+    char *p = tm_alloc_raw(&c->arena, a.n + b.n + 1);
     memcpy(p, a.u.s, a.n);
     memcpy(p + a.n, b.u.s, b.n);
     return tv_str(p, a.n + b.n);
@@ -309,7 +310,7 @@ tv tm_call_macro(tm_ctx *c, tv_func *f, tm_args *a, tnode *caller_sig, tm_scope 
         cf->macro = caller_sig;
         cf->closure = caller_scope;
         tv cv = {TV_FUNC, 0, {.fn = cf}, NULL};
-        tm_scope_set(c, s, "caller", cv);
+        tm_scope_set(c, s, c->tmpl->sym[TM_SYM_CALLER], cv);
     }
     rlc_strbuf buf = {0}, *saved = capture_begin(c, &buf);
     int line = c->line;
@@ -342,7 +343,7 @@ tv tm_eval(tm_ctx *c, tm_scope *s, tnode *n) {
     switch (n->type) {
     case N_CONST: return n->lit;
     case N_NAME: {
-        tv *v = scope_find(s, n->str, n->slen);
+        tv *v = scope_find(s, n->str);
         return v ? *v : tv_undef(n->str);
     }
     case N_GETATTR: {
@@ -418,15 +419,21 @@ tv tm_eval(tm_ctx *c, tm_scope *s, tnode *n) {
         }
         return tv_bool(1);
     }
-    case N_CONCAT: {
-        rlc_strbuf sb = {0};
+    case N_CONCAT: {   // str() of each part, joined in one arena string
+        tv part_small[8], *part = n->nkids <= 8 ? part_small : tm_alloc_raw(&c->arena, (size_t)n->nkids * sizeof(tv));
+        size_t len = 0;
         for (int i = 0; i < n->nkids; i++) {
-            tm_to_str(c, tm_eval(c, s, n->kids[i]), &sb);
-            if (sb.n > TM_MAX_STRING) { rlc_sb_free(&sb); tm_raise(c, "string longer than %zu bytes", TM_MAX_STRING); }
+            part[i] = tm_str_of(c, tm_eval(c, s, n->kids[i]));
+            len += part[i].n;
+            if (len > TM_MAX_STRING) tm_raise(c, "string longer than %zu bytes", TM_MAX_STRING);
         }
-        tv r = tv_str(tm_strndup(&c->arena, sb.s ? sb.s : "", sb.n), sb.n);
-        rlc_sb_free(&sb);
-        return r;
+        char *p = tm_alloc_raw(&c->arena, len + 1), *q = p;
+        for (int i = 0; i < n->nkids; i++) {
+            if (part[i].n) memcpy(q, part[i].u.s, part[i].n);
+            q += part[i].n;
+        }
+        *q = 0;
+        return tv_str(p, len);
     }
     case N_COND:
         if (tm_truthy(tm_eval(c, s, n->a))) return tm_eval(c, s, n->b);
@@ -456,7 +463,7 @@ static void assign(tm_ctx *c, tm_scope *s, tnode *target, tv v) {
     if (target->type == N_NAME) {
         tm_scope_set(c, s, target->str, v);
     } else if (target->type == N_NSREF) {
-        tv *ns = scope_find(s, target->str, target->slen);
+        tv *ns = scope_find(s, target->str);
         if (!ns || ns->kind != TV_DICT || !ns->u.d->ns) tm_raise(c, "cannot assign attribute on non-namespace object");
         tm_dict_set(&c->arena, ns->u.d, tv_str(target->b->str, target->b->slen), v);
     } else {   // tuple unpacking
@@ -494,7 +501,7 @@ static void exec_for(tm_ctx *c, tm_scope *s, tnode *n) {
     lp->items = items;
     lp->changed_last = tv_undef(NULL);
     tv lv = {TV_LOOP, 0, {.loop = lp}, NULL};
-    tm_scope_set(c, ls, "loop", lv);
+    tm_scope_set(c, ls, c->tmpl->sym[TM_SYM_LOOP], lv);
     for (size_t i = 0; i < items->n; i++) {
         if (++c->steps > TM_MAX_STEPS) tm_raise(c, "the template ran more than %lld statements", TM_MAX_STEPS);
         lp->index0 = i;
@@ -571,11 +578,14 @@ static void exec_body(tm_ctx *c, tm_scope *s, tnode **kids, int n) {
     for (int i = 0; i < n && !c->loop_ctl; i++) exec_node(c, s, kids[i]);
 }
 
-int rlc_tmpl_render(const rlc_tmpl *t, const cJSON *vars, rlc_strbuf *out, rlc_strbuf *err) {
-    tm_ctx *c = rlc_calloc(1, sizeof *c);
+int rlc_tmpl_render_vars(const rlc_tmpl *t, int nv, const char *const *names, const cJSON *const *values,
+                         rlc_strbuf *out, rlc_strbuf *err) {
+    tm_ctx *c = rlc_malloc(sizeof *c);
+    memset(c, 0, offsetof(tm_ctx, live));
     c->out = out;
     c->err = err;
     c->tname = t->name;
+    c->tmpl = t;
     c->line = 1;
     if (setjmp(c->jmp)) {
         for (int i = 0; i < c->nlive; i++) rlc_sb_free(c->live[i]);   // captures in progress
@@ -586,9 +596,9 @@ int rlc_tmpl_render(const rlc_tmpl *t, const cJSON *vars, rlc_strbuf *out, rlc_s
     c->globals = scope_new(c, NULL);
     tm_install_globals(c, c->globals);
     tm_scope *vs = scope_new(c, c->globals);
-    if (vars) {
-        for (const cJSON *it = vars->child; it; it = it->next)
-            if (it->string) tm_scope_set(c, vs, tm_strndup(&c->arena, it->string, strlen(it->string)), tm_from_cjson(&c->arena, it));
+    for (int i = 0; i < nv; i++) {
+        const char *sym = names[i] ? tm_sym_find(t, names[i]) : NULL;
+        if (sym) tm_scope_set(c, vs, sym, tm_from_cjson(&c->arena, values[i]));   // unnamed variables are never read
     }
     tm_scope *root = scope_new(c, vs);
     exec_body(c, root, t->root->kids, t->root->nkids);
@@ -596,4 +606,20 @@ int rlc_tmpl_render(const rlc_tmpl *t, const cJSON *vars, rlc_strbuf *out, rlc_s
     tm_arena_free(&c->arena);
     free(c);
     return 0;
+}
+
+int rlc_tmpl_render(const rlc_tmpl *t, const cJSON *vars, rlc_strbuf *out, rlc_strbuf *err) {
+    int n = 0;
+    for (const cJSON *it = vars ? vars->child : NULL; it; it = it->next) n++;
+    const char **names = rlc_malloc(((size_t)n + 1) * sizeof *names);
+    const cJSON **values = rlc_malloc(((size_t)n + 1) * sizeof *values);
+    n = 0;
+    for (const cJSON *it = vars ? vars->child : NULL; it; it = it->next) {
+        names[n] = it->string;
+        values[n++] = it;
+    }
+    int rc = rlc_tmpl_render_vars(t, n, names, values, out, err);
+    free(names);
+    free(values);
+    return rc;
 }

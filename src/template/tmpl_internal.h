@@ -17,7 +17,8 @@ typedef struct tm_chunk {
 typedef struct {
     tm_chunk *head;
 } tm_arena;
-void *tm_alloc(tm_arena *a, size_t n);   // zeroed, 16-byte aligned
+void *tm_alloc(tm_arena *a, size_t n);       // zeroed, 16-byte aligned
+void *tm_alloc_raw(tm_arena *a, size_t n);   // not zeroed (strings)
 char *tm_strndup(tm_arena *a, const char *s, size_t n);
 void tm_arena_free(tm_arena *a);
 
@@ -121,11 +122,19 @@ typedef struct tnode {
     tm_builtin_fn fn;                   // N_FILTER / N_TEST: the resolved builtin
 } tnode;
 
+// Names are interned per template: every variable name the template uses is one pointer, so scope lookups
+// compare pointers; render() binds only the variables the template names.
+enum { TM_SYM_LOOP, TM_SYM_CALLER, TM_SYM_RANGE, TM_SYM_DICT, TM_SYM_NAMESPACE, TM_SYM_RAISE, TM_SYM_STRFTIME, TM_SYM_N };
 struct rlc_tmpl {
     tm_arena arena;
     tnode *root;      // N_BODY
     char *name;
+    const char **syms; int nsyms, capsyms;   // interned names
+    const char *sym[TM_SYM_N];               // the names the engine itself binds
+    int sym_used[TM_SYM_N];                  // ... and whether the template names them
 };
+const char *tm_intern(rlc_tmpl *t, const char *s);          // the template's pointer for s (added if new)
+const char *tm_sym_find(const rlc_tmpl *t, const char *s);  // NULL if the template never names s
 
 // ---- render context ----
 typedef struct tm_scope {
@@ -146,8 +155,9 @@ typedef struct tm_ctx {
     int64_t steps;          // statements and loop iterations run (a budget against runaway templates)
     jmp_buf jmp;
     tm_scope *globals;
-    rlc_strbuf *live[512];  // capture buffers in use (freed if an error unwinds)
+    const rlc_tmpl *tmpl;
     int nlive;
+    rlc_strbuf *live[512];  // (nlive) capture buffers in use (freed if an error unwinds); last: not zeroed
 } tm_ctx;
 
 // Limits that keep a hostile or broken template from running away (jinja2 has none; chat templates are tiny).

@@ -11,6 +11,7 @@
 
 typedef struct {
     tm_arena *a;
+    rlc_tmpl *tmpl;
     tm_tok *t;
     int nt, pos;
     const char *name;
@@ -154,7 +155,7 @@ static tnode *parse_primary(parser *P) {
         else if (!strcmp(t->s, "none") || !strcmp(t->s, "None")) n->lit = tv_none();
         else {
             n->type = N_NAME;
-            n->str = t->s;
+            n->str = tm_intern(P->tmpl, t->s);
             n->slen = t->n;
         }
         P->pos++;
@@ -525,7 +526,7 @@ static tnode *parse_target(parser *P, int allow_nsref) {
     for (;;) {
         const char *nm = expect_name(P);
         tnode *n = node(P, N_NAME);
-        n->str = nm;
+        n->str = nm = tm_intern(P->tmpl, nm);
         n->slen = strlen(nm);
         P->pos++;
         if (allow_nsref && is_op(P, ".")) {
@@ -686,7 +687,7 @@ static void parse_signature(parser *P, tnode *n) {
         while (!is_op(P, ")")) {
             if (names.n) expect_op(P, ",");
             if (is_op(P, ")")) break;
-            sv_push(P, &names, expect_name(P));
+            sv_push(P, &names, tm_intern(P->tmpl, expect_name(P)));
             P->pos++;
             if (is_op(P, "=")) {
                 P->pos++;
@@ -722,7 +723,7 @@ static tnode *parse_stmt_in(parser *P) {
     if (!strcmp(kw, "macro")) {
         tnode *n = node(P, N_MACRO);
         n->line = line;
-        n->str = expect_name(P);
+        n->str = tm_intern(P->tmpl, expect_name(P));
         n->slen = strlen(n->str);
         P->pos++;
         parse_signature(P, n);
@@ -867,16 +868,40 @@ static void parse_body(parser *P, nvec *body, const char *const *ends, int nends
     }
 }
 
+const char *tm_sym_find(const rlc_tmpl *t, const char *s) {
+    for (int i = 0; i < t->nsyms; i++)
+        if (t->syms[i][0] == s[0] && !strcmp(t->syms[i], s)) return t->syms[i];
+    return NULL;
+}
+
+const char *tm_intern(rlc_tmpl *t, const char *s) {
+    const char *f = tm_sym_find(t, s);
+    if (f) {
+        for (int i = 0; i < TM_SYM_N; i++) t->sym_used[i] |= f == t->sym[i];
+        return f;
+    }
+    if (t->nsyms == t->capsyms) {
+        int nc = t->capsyms ? t->capsyms * 2 : 64;
+        const char **ns = tm_alloc(&t->arena, (size_t)nc * sizeof *ns);
+        if (t->nsyms) memcpy(ns, t->syms, (size_t)t->nsyms * sizeof *ns);
+        t->syms = ns;
+        t->capsyms = nc;
+    }
+    return t->syms[t->nsyms++] = tm_strndup(&t->arena, s, strlen(s));
+}
+
 rlc_tmpl *rlc_tmpl_parse(const char *src, size_t n, const char *name, rlc_strbuf *err) {
     rlc_tmpl *t = rlc_calloc(1, sizeof *t);
     t->name = rlc_strdup(name ? name : "template");
+    static const char *const BUILTIN[TM_SYM_N] = {"loop", "caller", "range", "dict", "namespace", "raise_exception", "strftime_now"};
+    for (int i = 0; i < TM_SYM_N; i++) t->sym[i] = tm_intern(t, BUILTIN[i]);
     tm_tok *toks;
     int ntoks;
     if (tm_lex(&t->arena, src, n, t->name, &toks, &ntoks, err)) {
         rlc_tmpl_free(t);
         return NULL;
     }
-    parser P = {.a = &t->arena, .t = toks, .nt = ntoks, .name = t->name, .err = err};
+    parser P = {.a = &t->arena, .tmpl = t, .t = toks, .nt = ntoks, .name = t->name, .err = err};
     if (setjmp(P.jmp)) {
         rlc_tmpl_free(t);
         return NULL;

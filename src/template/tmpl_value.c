@@ -10,11 +10,12 @@
 #include "core/common.h"
 #include "template/tmpl_internal.h"
 
-void *tm_alloc(tm_arena *a, size_t n) {
+void *tm_alloc_raw(tm_arena *a, size_t n) {
     n = (n + 15) & ~(size_t)15;
     tm_chunk *c = a->head;
     if (!c || c->used + n > c->cap) {
-        size_t cap = n > 65536 ? n : 65536;
+        size_t cap = c ? (c->cap < ((size_t)1 << 20) ? c->cap * 2 : c->cap) : 16384;   // 16 KB, doubling to 1 MB
+        if (cap < n) cap = n;
         c = rlc_malloc(sizeof *c + cap);
         c->cap = cap;
         c->used = 0;
@@ -23,11 +24,15 @@ void *tm_alloc(tm_arena *a, size_t n) {
     }
     void *p = c->mem + c->used;
     c->used += n;
+    return p;
+}
+void *tm_alloc(tm_arena *a, size_t n) {
+    void *p = tm_alloc_raw(a, n);
     memset(p, 0, n);
     return p;
 }
 char *tm_strndup(tm_arena *a, const char *s, size_t n) {
-    char *p = tm_alloc(a, n + 1);
+    char *p = tm_alloc_raw(a, n + 1);
     if (n) memcpy(p, s, n);
     p[n] = 0;
     return p;
@@ -105,16 +110,24 @@ tv tm_from_cjson(tm_arena *a, const cJSON *j) {
         return tv_float(d);
     }
     if (cJSON_IsString(j)) return tv_str(j->valuestring, strlen(j->valuestring));
+    size_t n = 0;
+    const cJSON *it;
+    for (it = j->child; it; it = it->next) n++;
     if (cJSON_IsArray(j)) {
-        tv_list *l = tm_list_new(a, (size_t)cJSON_GetArraySize(j));
-        const cJSON *it;
-        cJSON_ArrayForEach(it, j) tm_list_push(a, l, tm_from_cjson(a, it));
+        tv_list *l = tm_list_new(a, n);
+        for (it = j->child; it; it = it->next) l->v[l->n++] = tm_from_cjson(a, it);
         return tv_listv(l);
     }
-    tv_dict *d = tm_dict_new(a, (size_t)cJSON_GetArraySize(j));
-    const cJSON *it;
-    // duplicate keys: the last wins, as json.loads does
-    cJSON_ArrayForEach(it, j) tm_dict_set(a, d, tv_str(it->string, strlen(it->string)), tm_from_cjson(a, it));
+    tv_dict *d = tm_dict_new(a, n);
+    for (it = j->child; it; it = it->next) {
+        size_t kn = strlen(it->string);
+        tv *dup = tm_dict_get(d, it->string, kn);
+        if (dup) *dup = tm_from_cjson(a, it);   // a repeated key: the last wins, as json.loads does
+        else {
+            d->k[d->n] = tv_str(it->string, kn);
+            d->v[d->n++] = tm_from_cjson(a, it);
+        }
+    }
     return tv_dictv(d);
 }
 
@@ -214,7 +227,9 @@ void tm_fmt_float(double f, char buf[40]) {
     if (isinf(f)) { strcpy(buf, f < 0 ? "-inf" : "inf"); return; }
     char tmp[40];
     int prec;
-    for (prec = 1; prec <= 17; prec++) {
+    // the 15-digit rounding, trailing zeros dropped, is the shortest form when it round-trips (every
+    // decimal of <= 15 digits survives the trip through a double); else 16 or 17 digits
+    for (prec = fabs(f) < 2.2250738585072014e-308 ? 1 : 15; prec <= 17; prec++) {   // subnormals: fewer digits
         snprintf(tmp, sizeof tmp, "%.*e", prec - 1, f);
         if (strtod(tmp, NULL) == f) break;
     }
@@ -251,7 +266,13 @@ void tm_fmt_float(double f, char buf[40]) {
     }
 }
 
-static void put_int(rlc_strbuf *o, int64_t i) { rlc_sb_printf(o, "%lld", (long long)i); }
+static void put_int(rlc_strbuf *o, int64_t i) {
+    char buf[24], *p = buf + sizeof buf;
+    uint64_t u = i < 0 ? 0 - (uint64_t)i : (uint64_t)i;
+    do { *--p = (char)('0' + u % 10); u /= 10; } while (u);
+    if (i < 0) *--p = '-';
+    rlc_sb_append(o, p, (size_t)(buf + sizeof buf - p));
+}
 
 // Python str.isprintable() for one code point
 static int cp_printable(int32_t cp) {
@@ -408,7 +429,7 @@ void tm_json_dump(tm_ctx *c, tv v, const char *indent, size_t indent_n, int has_
         tv_dict *d = v.u.d;
         if (d->ns) break;
         if (!d->n) { rlc_sb_puts(o, "{}"); return; }
-        size_t *ord = tm_alloc(&c->arena, d->n * sizeof *ord);
+        size_t ord_small[16], *ord = d->n <= 16 ? ord_small : tm_alloc_raw(&c->arena, d->n * sizeof *ord);
         for (size_t i = 0; i < d->n; i++) ord[i] = i;
         if (sort_keys)   // insertion sort: dicts in templates are small; stable like sorted()
             for (size_t i = 1; i < d->n; i++)

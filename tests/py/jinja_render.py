@@ -13,12 +13,9 @@ usage:
   jinja_render.py chat TEMPLATE_FILE TOKENIZER_CONFIG IN.jsonl OUT.jsonl
       each line {"messages": [...], "tools": [...]?, "add_generation_prompt": bool?, "kwargs": {...}?}
       rendered as render(messages=, tools=, documents=None, add_generation_prompt=, **special_tokens, **kwargs)
-  jinja_render.py bench TEMPLATE_FILE TOKENIZER_CONFIG IN.jsonl SECONDS
-      renders the lines repeatedly for about SECONDS, prints "conversations/s: X"
 """
 import json
 import sys
-import time
 from datetime import datetime
 
 import jinja2
@@ -115,17 +112,6 @@ def main():
         with open(sys.argv[5], "w", encoding="utf-8") as f:
             for line in lines:
                 f.write(json.dumps(render(tmpl, chat_vars(line, specials)), ensure_ascii=False) + "\n")
-    elif mode == "bench":
-        secs = float(sys.argv[5])
-        vs = [chat_vars(l, specials) for l in lines]
-        n, t0 = 0, time.perf_counter()
-        while True:
-            for v in vs:
-                tmpl.render(**v)
-            n += len(vs)
-            if time.perf_counter() - t0 >= secs:
-                break
-        print("conversations/s: %.1f" % (n / (time.perf_counter() - t0)))
     else:
         raise SystemExit("unknown mode " + mode)
 
