@@ -12,13 +12,14 @@ int rlc_chat_check_inputs(const cJSON *messages, const cJSON *tools, const cJSON
         return -1;
     }
     int i = 0;
-    const cJSON *m;
-    cJSON_ArrayForEach(m, messages) {
-        if (!cJSON_IsObject(m) || !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(m, "role"))) {
+    for (const cJSON *m = messages->child; m; m = m->next, i++) {
+        const cJSON *r = NULL;
+        if ((m->type & 0xFF) == cJSON_Object)
+            for (r = m->child; r && strcmp(r->string, "role"); r = r->next) {}
+        if (!r || (r->type & 0xFF) != cJSON_String) {
             rlc_sb_printf(err, "message %d must be an object with a string \"role\"", i);
             return -1;
         }
-        i++;
     }
     if (tools && !cJSON_IsNull(tools) && !cJSON_IsArray(tools)) {
         rlc_sb_puts(err, "tools must be a list of JSON schemas");

@@ -23,7 +23,7 @@ static tv undef_attr(tm_ctx *c, tv obj, const char *name, size_t n) {
     char *owner = tm_alloc(&c->arena, 48);
     if (obj.kind == TV_NONE) strcpy(owner, "'None'");
     else snprintf(owner, 48, "'%s object'", tm_type_name(obj));
-    u.undef_owner = owner;
+    u.n = (size_t)(uintptr_t)owner;
     return u;
 }
 
@@ -32,7 +32,7 @@ static tv bound(tm_ctx *c, const char *name, tm_builtin_fn fn, tv self) {
     f->name = name;
     f->fn = fn;
     f->self = self;
-    tv v = {TV_FUNC, 0, {.fn = f}, NULL};
+    tv v = {TV_FUNC, 0, {.fn = f}};
     return v;
 }
 

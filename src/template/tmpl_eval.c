@@ -263,6 +263,7 @@ static void eval_args(tm_ctx *c, tm_scope *s, tnode *n, tm_args *a, tv *first) {
 }
 
 static void exec_body(tm_ctx *c, tm_scope *s, tnode **kids, int n);
+static tv add_chain(tm_ctx *c, tm_scope *s, tnode *n, rlc_strbuf *direct);
 
 // Output captured into a temporary buffer (macro bodies, block sets, filter blocks); the buffer is
 // registered so that an error unwinding through it frees it.
@@ -309,7 +310,7 @@ tv tm_call_macro(tm_ctx *c, tv_func *f, tm_args *a, tnode *caller_sig, tm_scope 
         cf->name = "caller";
         cf->macro = caller_sig;
         cf->closure = caller_scope;
-        tv cv = {TV_FUNC, 0, {.fn = cf}, NULL};
+        tv cv = {TV_FUNC, 0, {.fn = cf}};
         tm_scope_set(c, s, c->tmpl->sym[TM_SYM_CALLER], cv);
     }
     rlc_strbuf buf = {0}, *saved = capture_begin(c, &buf);
@@ -335,6 +336,59 @@ static tv apply_filters(tm_ctx *c, tm_scope *s, tnode *f, tv in) {
     eval_args(c, s, f, &a, NULL);
     c->line = f->line;
     return f->fn(c, v, &a);
+}
+
+// a + b + c + ...: left to right as Python folds it, but a run of strings is joined once (no intermediate
+// strings), and written straight to `direct` when given (a {{ }} of the chain).
+static tv add_chain(tm_ctx *c, tm_scope *s, tnode *n, rlc_strbuf *direct) {
+    tnode *ops[64];
+    int k = 0;
+    tnode *x = n;
+    while (x->type == N_BINOP && x->op == OP_ADD && k < 63) {
+        ops[k++] = x->b;
+        x = x->a;
+    }
+    ops[k++] = x;   // ops[k-1] is the leftmost operand
+    tv acc = tm_eval(c, s, ops[k - 1]);
+    int i = k - 2;
+    if (acc.kind == TV_STR) {
+        tv part_small[64];
+        int np = 0;
+        size_t len = acc.n;
+        part_small[np++] = acc;
+        for (; i >= 0; i--) {
+            tv b = tm_eval(c, s, ops[i]);
+            if (b.kind != TV_STR) {
+                c->line = n->line;
+                binop(c, OP_ADD, acc, b);   // str + non-str: raises as Python does
+            }
+            part_small[np++] = b;
+            len += b.n;
+            if (len > TM_MAX_STRING) tm_raise(c, "string longer than %zu bytes", TM_MAX_STRING);
+        }
+        if (direct) {
+            for (int j = 0; j < np; j++) rlc_sb_append(direct, part_small[j].u.s, part_small[j].n);
+            return tv_none();
+        }
+        char *p = tm_alloc_raw(&c->arena, len + 1), *q = p;
+        for (int j = 0; j < np; j++) {
+            if (part_small[j].n) memcpy(q, part_small[j].u.s, part_small[j].n);
+            q += part_small[j].n;
+        }
+        *q = 0;
+        return tv_str(p, len);
+    }
+    for (; i >= 0; i--) {
+        tv b = tm_eval(c, s, ops[i]);
+        c->line = n->line;
+        acc = binop(c, OP_ADD, acc, b);
+    }
+    if (direct) {
+        if (acc.kind == TV_STR) rlc_sb_append(direct, acc.u.s, acc.n);
+        else tm_to_str(c, acc, direct);
+        return tv_none();
+    }
+    return acc;
 }
 
 // ---- expressions ----
@@ -385,6 +439,7 @@ tv tm_eval(tm_ctx *c, tm_scope *s, tnode *n) {
         return tv_bool(n->op ? !r : r);
     }
     case N_BINOP: {
+        if (n->op == OP_ADD && n->a->type == N_BINOP && n->a->op == OP_ADD) return add_chain(c, s, n, NULL);
         tv a = tm_eval(c, s, n->a), b = tm_eval(c, s, n->b);
         c->line = n->line;
         return binop(c, n->op, a, b);
@@ -500,7 +555,7 @@ static void exec_for(tm_ctx *c, tm_scope *s, tnode *n) {
     tm_loop *lp = tm_alloc(&c->arena, sizeof *lp);
     lp->items = items;
     lp->changed_last = tv_undef(NULL);
-    tv lv = {TV_LOOP, 0, {.loop = lp}, NULL};
+    tv lv = {TV_LOOP, 0, {.loop = lp}};
     tm_scope_set(c, ls, c->tmpl->sym[TM_SYM_LOOP], lv);
     for (size_t i = 0; i < items->n; i++) {
         if (++c->steps > TM_MAX_STEPS) tm_raise(c, "the template ran more than %lld statements", TM_MAX_STEPS);
@@ -519,6 +574,10 @@ static void exec_node(tm_ctx *c, tm_scope *s, tnode *n) {
     switch (n->type) {
     case N_DATA: rlc_sb_append(c->out, n->str, n->slen); return;
     case N_OUTPUT: {
+        if (n->a->type == N_BINOP && n->a->op == OP_ADD) {
+            add_chain(c, s, n->a, c->out);
+            return;
+        }
         tv v = tm_eval(c, s, n->a);
         if (v.kind == TV_STR) rlc_sb_append(c->out, v.u.s, v.n);
         else tm_to_str(c, v, c->out);
@@ -541,7 +600,7 @@ static void exec_node(tm_ctx *c, tm_scope *s, tnode *n) {
         f->name = n->str;
         f->macro = n;
         f->closure = s;
-        tv v = {TV_FUNC, 0, {.fn = f}, NULL};
+        tv v = {TV_FUNC, 0, {.fn = f}};
         tm_scope_set(c, s, n->str, v);
         return;
     }

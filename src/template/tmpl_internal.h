@@ -42,7 +42,8 @@ struct tv_func;
 struct tm_loop;
 typedef struct tv {
     int kind;      // tv_kind
-    size_t n;      // TV_STR: byte length
+    size_t n;      // TV_STR: byte length; TV_UNDEF: (const char *) the owner's type repr ("'dict object'") of an
+                   // attribute miss, or 0
     union {
         int64_t i;   // TV_BOOL, TV_INT
         double f;
@@ -53,8 +54,7 @@ typedef struct tv {
         struct tm_loop *loop;
         const char *undef_name;   // TV_UNDEF: the missing name (NUL-terminated) or NULL
     } u;
-    const char *undef_owner;      // TV_UNDEF: the owner's type repr ("'dict object'") for attribute misses
-} tv;
+} tv;   // 24 bytes, passed by value
 
 typedef struct tv_list {
     tv *v;        // (n)
@@ -88,14 +88,14 @@ typedef struct tm_loop {
     tv changed_last;     // loop.changed(): the arguments of its last call (kind TV_UNDEF before the first)
 } tm_loop;
 
-static inline tv tv_undef(const char *name) { tv v = {TV_UNDEF, 0, {.undef_name = name}, NULL}; return v; }
-static inline tv tv_none(void) { tv v = {TV_NONE, 0, {0}, NULL}; return v; }
-static inline tv tv_bool(int b) { tv v = {TV_BOOL, 0, {.i = b != 0}, NULL}; return v; }
-static inline tv tv_int(int64_t i) { tv v = {TV_INT, 0, {.i = i}, NULL}; return v; }
-static inline tv tv_float(double f) { tv v = {TV_FLOAT, 0, {.f = f}, NULL}; return v; }
-static inline tv tv_str(const char *s, size_t n) { tv v = {TV_STR, n, {.s = s}, NULL}; return v; }
-static inline tv tv_listv(tv_list *l) { tv v = {TV_LIST, 0, {.l = l}, NULL}; return v; }
-static inline tv tv_dictv(tv_dict *d) { tv v = {TV_DICT, 0, {.d = d}, NULL}; return v; }
+static inline tv tv_undef(const char *name) { tv v = {TV_UNDEF, 0, {.undef_name = name}}; return v; }
+static inline tv tv_none(void) { tv v = {TV_NONE, 0, {0}}; return v; }
+static inline tv tv_bool(int b) { tv v = {TV_BOOL, 0, {.i = b != 0}}; return v; }
+static inline tv tv_int(int64_t i) { tv v = {TV_INT, 0, {.i = i}}; return v; }
+static inline tv tv_float(double f) { tv v = {TV_FLOAT, 0, {.f = f}}; return v; }
+static inline tv tv_str(const char *s, size_t n) { tv v = {TV_STR, n, {.s = s}}; return v; }
+static inline tv tv_listv(tv_list *l) { tv v = {TV_LIST, 0, {.l = l}}; return v; }
+static inline tv tv_dictv(tv_dict *d) { tv v = {TV_DICT, 0, {.d = d}}; return v; }
 
 // ---- syntax tree ----
 typedef enum {
