@@ -11,6 +11,7 @@ PKGS=(
   libpcre2-dev libutf8proc-dev  # tokenizer pre-tokenizer regex + NFC
   libopenmpi-dev openmpi-bin    # data-parallel scale-out
   python3-torch python3-numpy   # independent numerical reference for tests (/usr/bin/python3)
+  python3-jinja2                # the chat-template oracle: the engine transformers renders templates with
   librsvg2-bin                  # renders the SVG training curves in tests (proves a valid image)
 )
 # Node.js + npm run the tokenizer oracle (HF tokenizers) and the chat-template oracle; take Debian's only if absent.
