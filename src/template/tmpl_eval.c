@@ -392,6 +392,68 @@ static tv add_chain(tm_ctx *c, tm_scope *s, tnode *n, rlc_strbuf *direct) {
 }
 
 // ---- expressions ----
+// the cases with large locals live out of line, keeping tm_eval's frame small (it recurses for every node)
+static __attribute__((noinline)) tv eval_n_slice(tm_ctx *c, tm_scope *s, tnode *n) {
+        tv o = tm_eval(c, s, n->a), parts[3];
+        for (int i = 0; i < 3; i++) parts[i] = n->kids[i] ? tm_eval(c, s, n->kids[i]) : tv_none();
+        c->line = n->line;
+        return do_slice(c, o, parts);
+}
+static __attribute__((noinline)) tv eval_n_call(tm_ctx *c, tm_scope *s, tnode *n) {
+        tv fn = tm_eval(c, s, n->a);
+        tm_args a;
+        eval_args(c, s, n, &a, NULL);
+        c->line = n->line;
+        return tm_call(c, fn, &a);
+}
+static __attribute__((noinline)) tv eval_n_filter(tm_ctx *c, tm_scope *s, tnode *n) {
+        tv v = tm_eval(c, s, n->a);
+        tm_args a;
+        eval_args(c, s, n, &a, NULL);
+        c->line = n->line;
+        return n->fn(c, v, &a);
+}
+static __attribute__((noinline)) tv eval_n_test(tm_ctx *c, tm_scope *s, tnode *n) {
+        tv v = tm_eval(c, s, n->a);
+        tm_args a;
+        eval_args(c, s, n, &a, NULL);
+        c->line = n->line;
+        int r = tm_truthy(tm_call_test(c, n->fn, v, &a));
+        return tv_bool(n->op ? !r : r);
+}
+static __attribute__((noinline)) tv eval_n_concat(tm_ctx *c, tm_scope *s, tnode *n) {   // str() of each part, joined in one arena string
+        tv part_small[8], *part = n->nkids <= 8 ? part_small : tm_alloc_raw(&c->arena, (size_t)n->nkids * sizeof(tv));
+        size_t len = 0;
+        for (int i = 0; i < n->nkids; i++) {
+            part[i] = tm_str_of(c, tm_eval(c, s, n->kids[i]));
+            len += part[i].n;
+            if (len > TM_MAX_STRING) tm_raise(c, "string longer than %zu bytes", TM_MAX_STRING);
+        }
+        char *p = tm_alloc_raw(&c->arena, len + 1), *q = p;
+        for (int i = 0; i < n->nkids; i++) {
+            if (part[i].n) memcpy(q, part[i].u.s, part[i].n);
+            q += part[i].n;
+        }
+        *q = 0;
+        return tv_str(p, len);
+}
+static __attribute__((noinline)) tv eval_n_list(tm_ctx *c, tm_scope *s, tnode *n) {
+        tv_list *l = tm_list_new(&c->arena, (size_t)n->nkids);
+        l->tuple = n->type == N_TUPLE;
+        for (int i = 0; i < n->nkids; i++) tm_list_push(&c->arena, l, tm_eval(c, s, n->kids[i]));
+        return tv_listv(l);
+}
+static __attribute__((noinline)) tv eval_n_dict(tm_ctx *c, tm_scope *s, tnode *n) {
+        tv_dict *d = tm_dict_new(&c->arena, (size_t)n->nkids);
+        for (int i = 0; i < n->nkids; i++) {
+            tv k = tm_eval(c, s, n->kids[i]);
+            if (k.kind == TV_LIST && !k.u.l->tuple) tm_raise(c, "unhashable type: 'list'");
+            if (k.kind == TV_DICT) tm_raise(c, "unhashable type: 'dict'");
+            tm_dict_set(&c->arena, d, k, tm_eval(c, s, n->kids2[i]));
+        }
+        return tv_dictv(d);
+}
+
 tv tm_eval(tm_ctx *c, tm_scope *s, tnode *n) {
     c->line = n->line;
     switch (n->type) {
@@ -410,34 +472,10 @@ tv tm_eval(tm_ctx *c, tm_scope *s, tnode *n) {
         c->line = n->line;
         return tm_get_item(c, o, k);
     }
-    case N_SLICE: {
-        tv o = tm_eval(c, s, n->a), parts[3];
-        for (int i = 0; i < 3; i++) parts[i] = n->kids[i] ? tm_eval(c, s, n->kids[i]) : tv_none();
-        c->line = n->line;
-        return do_slice(c, o, parts);
-    }
-    case N_CALL: {
-        tv fn = tm_eval(c, s, n->a);
-        tm_args a;
-        eval_args(c, s, n, &a, NULL);
-        c->line = n->line;
-        return tm_call(c, fn, &a);
-    }
-    case N_FILTER: {
-        tv v = tm_eval(c, s, n->a);
-        tm_args a;
-        eval_args(c, s, n, &a, NULL);
-        c->line = n->line;
-        return n->fn(c, v, &a);
-    }
-    case N_TEST: {
-        tv v = tm_eval(c, s, n->a);
-        tm_args a;
-        eval_args(c, s, n, &a, NULL);
-        c->line = n->line;
-        int r = tm_truthy(tm_call_test(c, n->fn, v, &a));
-        return tv_bool(n->op ? !r : r);
-    }
+    case N_SLICE: return eval_n_slice(c, s, n);
+    case N_CALL: return eval_n_call(c, s, n);
+    case N_FILTER: return eval_n_filter(c, s, n);
+    case N_TEST: return eval_n_test(c, s, n);
     case N_BINOP: {
         if (n->op == OP_ADD && n->a->type == N_BINOP && n->a->op == OP_ADD) return add_chain(c, s, n, NULL);
         tv a = tm_eval(c, s, n->a), b = tm_eval(c, s, n->b);
@@ -474,41 +512,12 @@ tv tm_eval(tm_ctx *c, tm_scope *s, tnode *n) {
         }
         return tv_bool(1);
     }
-    case N_CONCAT: {   // str() of each part, joined in one arena string
-        tv part_small[8], *part = n->nkids <= 8 ? part_small : tm_alloc_raw(&c->arena, (size_t)n->nkids * sizeof(tv));
-        size_t len = 0;
-        for (int i = 0; i < n->nkids; i++) {
-            part[i] = tm_str_of(c, tm_eval(c, s, n->kids[i]));
-            len += part[i].n;
-            if (len > TM_MAX_STRING) tm_raise(c, "string longer than %zu bytes", TM_MAX_STRING);
-        }
-        char *p = tm_alloc_raw(&c->arena, len + 1), *q = p;
-        for (int i = 0; i < n->nkids; i++) {
-            if (part[i].n) memcpy(q, part[i].u.s, part[i].n);
-            q += part[i].n;
-        }
-        *q = 0;
-        return tv_str(p, len);
-    }
+    case N_CONCAT: return eval_n_concat(c, s, n);
     case N_COND:
         if (tm_truthy(tm_eval(c, s, n->a))) return tm_eval(c, s, n->b);
         return n->c ? tm_eval(c, s, n->c) : tv_undef(NULL);
-    case N_LIST: case N_TUPLE: {
-        tv_list *l = tm_list_new(&c->arena, (size_t)n->nkids);
-        l->tuple = n->type == N_TUPLE;
-        for (int i = 0; i < n->nkids; i++) tm_list_push(&c->arena, l, tm_eval(c, s, n->kids[i]));
-        return tv_listv(l);
-    }
-    case N_DICT: {
-        tv_dict *d = tm_dict_new(&c->arena, (size_t)n->nkids);
-        for (int i = 0; i < n->nkids; i++) {
-            tv k = tm_eval(c, s, n->kids[i]);
-            if (k.kind == TV_LIST && !k.u.l->tuple) tm_raise(c, "unhashable type: 'list'");
-            if (k.kind == TV_DICT) tm_raise(c, "unhashable type: 'dict'");
-            tm_dict_set(&c->arena, d, k, tm_eval(c, s, n->kids2[i]));
-        }
-        return tv_dictv(d);
-    }
+    case N_LIST: case N_TUPLE: return eval_n_list(c, s, n);
+    case N_DICT: return eval_n_dict(c, s, n);
     default: tm_raise(c, "internal: unexpected node type %d in an expression", n->type);
     }
 }
