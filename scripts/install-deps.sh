@@ -11,6 +11,7 @@ PKGS=(
   libpcre2-dev libutf8proc-dev  # tokenizer pre-tokenizer regex + NFC
   libopenmpi-dev openmpi-bin    # data-parallel scale-out
   python3-torch python3-numpy   # independent numerical reference for tests (/usr/bin/python3)
+  python3-jinja2                # the chat-template oracle: the engine transformers renders templates with
   librsvg2-bin                  # renders the SVG training curves in tests (proves a valid image)
   libsnappy-dev libzstd-dev zlib1g-dev  # Parquet datasets' codecs (SNAPPY, ZSTD, GZIP)
   protobuf-compiler python3-protobuf  # decode TensorBoard event files in tests, against TensorBoard's .proto files

@@ -30,10 +30,13 @@
 #include "io/hf_cache.h"
 #include "io/safetensors.h"
 #include "model/config.h"
+#include "template/chat_render.h"
+#include "template/template.h"
 #include "io_testutil.h"
 #include "testlib.h"
 #include "tiny_model.h"
 #include "tokenizer/bpe_train.h"
+#include "tokenizer/qwen3_chat_template.h"
 #include "tokenizer/tokenizer.h"
 #include "trainer/config.h"
 #include "trainer/optim.h"
@@ -252,6 +255,30 @@ static char *spm_tok_seed(void) {
     rlc_sb_puts(&b, ", \"\u2581\": 259, \"a\": 260, \"b\": 261, \"\u2581a\": 262, \"ab\": 263, \"\u2581ab\": 264, \"c\": 265}, "
                     "\"merges\": [[\"\u2581\", \"a\"], \"a b\", [\"\u2581a\", \"b\"]]}}\n");
     return rlc_sb_take(&b);
+}
+
+// A chat template (the Qwen3 one as seed): parsed and rendered with a conversation that has tools, tool
+// calls and reasoning; a template error is the one error line.
+static void read_chat_template(void *path) {
+    size_t n;
+    char *src = rlc_read_file(path, &n);
+    rlc_strbuf out = {0}, err = {0};
+    rlc_tmpl *t = rlc_tmpl_parse(src, n, path, &err);
+    if (!t) rlc_die("%s", err.s);
+    cJSON *msgs = cJSON_Parse("[{\"role\": \"system\", \"content\": \"Be brief.\"}, {\"role\": \"user\", \"content\": \"2+2?\"},"
+                              " {\"role\": \"assistant\", \"content\": \"<think>\\nadd\\n</think>\\n\\n4\", \"tool_calls\": [{\"type\":"
+                              " \"function\", \"function\": {\"name\": \"calc\", \"arguments\": {\"x\": [1, 2.5, null]}}}]},"
+                              " {\"role\": \"tool\", \"content\": \"4\"}, {\"role\": \"user\", \"content\": \"\\u00e9 \\\"q\\\"\"}]");
+    cJSON *tools = cJSON_Parse("[{\"type\": \"function\", \"function\": {\"name\": \"calc\", \"parameters\": {}}}]");
+    cJSON *kw = cJSON_Parse("{\"enable_thinking\": false, \"eos_token\": \"<|im_end|>\"}");
+    if (rlc_chat_render(t, NULL, msgs, tools, 1, kw, &out, &err)) rlc_die("%s", err.s);
+    cJSON_Delete(msgs);
+    cJSON_Delete(tools);
+    cJSON_Delete(kw);
+    rlc_tmpl_free(t);
+    rlc_sb_free(&out);
+    rlc_sb_free(&err);
+    free(src);
 }
 
 static void read_yaml(void *path) {
@@ -510,6 +537,7 @@ int main(void) {
     const target T_PARQUET = {"rows.parquet", "", 0, read_parquet};
     const target T_PARQUET_V2 = {"rows_v2.parquet", "", 0, read_parquet};
     const target T_HF_REF = {"main", "hub/models--Org--Fuzz/refs", 0, read_hf_ref};
+    const target T_TMPL = {"chat_template.jinja", "", 0, read_chat_template};
 
     fuzz_target(&T_CONFIG, cfg_seed, cfg_n, cases, s0 + 1);
     fuzz_target(&T_ST, st_seed, st_n, cases, s0 + 2);
@@ -536,6 +564,7 @@ int main(void) {
     char *spm_seed = spm_tok_seed();
     fuzz_target(&T_SPM_TOK, spm_seed, strlen(spm_seed), cases, s0 + 41);
     free(spm_seed);
+    fuzz_target(&T_TMPL, RLC_QWEN3_CHAT_TEMPLATE, strlen(RLC_QWEN3_CHAT_TEMPLATE), cases, s0 + 15);
     size_t yaml_n;
     char *yaml_seed = rlc_read_file("examples/grpo_gsm8k_tpu_seed.yaml", &yaml_n);
     fuzz_target(&T_YAML, yaml_seed, yaml_n, cases, s0 + 4);

@@ -118,7 +118,8 @@ static void test_verl_rows(void) {
         {"{\"question\": \"q\", \"answer\": \"no final\"}\n", ":1: GSM8K answer has no"},
         {"{\"prompt\": \"text\", \"data_source\": \"x\"}\n", ":1: \"prompt\" must be a list"},
         {"{\"prompt\": [{\"role\": \"user\", \"content\": \"x\"}]}\n", ":1: missing string \"data_source\""},
-        {"{\"prompt\": [{\"role\": \"user\"}], \"data_source\": \"x\"}\n", ":1: message 0 needs a string"},
+        // a message without content: the chat template's own error (jinja2's words), on the line's one error line
+        {"{\"prompt\": [{\"role\": \"user\"}], \"data_source\": \"x\"}\n", "chat_template:20: 'dict object' has no attribute 'content'"},
         {"{\"text\": \"x\"}\n", ":1: expected a verl row"},
     };
     for (size_t i = 0; i < sizeof BAD / sizeof BAD[0]; i++) {

@@ -31,7 +31,7 @@ static const char *USAGE =
     "rlc generate --model DIR|ORG/NAME --prompts IN.jsonl --out OUT.jsonl [--n N] [--temperature T] [--top-p P] [--top-k K] "
     "[--greedy] [--max-new-tokens M] [--seed S] [--kv-cache-bytes B] [--threads N] [--ignore-eos] [--no-prompt-sharing] "
     "[--bf16-weights] [--kv-cache-dtype fp32|bf16] [--max-num-seqs N] [--max-batched-tokens N] [--tokenizer DIR] "
-    "[--chat-template auto|qwen3|plain] [--enable-thinking true|false]";
+    "[--chat-template auto|qwen3|plain|FILE.jinja] [--enable-thinking true|false]";
 
 typedef struct {
     int n;
@@ -68,7 +68,12 @@ static void read_prompts(prompt_set *ps, const char *path, rlc_tokenizer *tok, c
                 if (!cJSON_IsArray(jm)) rlc_die("%s:%ld: \"messages\" must be an array of {\"role\", \"content\"}", path, line);
                 rlc_sb_clear(&sb);
                 rlc_sb_clear(&err);
-                if (rlc_tok_chat_render_cjson(tok, jm, 1, enable_thinking, &sb, &err) != 0)
+                // a line may carry "tools" and "chat_template_kwargs" too; the prompt ends with the generation prompt
+                cJSON *kw = cJSON_CreateObject();
+                if (enable_thinking >= 0) cJSON_AddBoolToObject(kw, "enable_thinking", enable_thinking);
+                const int rc = rlc_tok_chat_render_line(tok, o, 1, kw, &sb, &err);
+                cJSON_Delete(kw);
+                if (rc != 0)
                     rlc_die("%s:%ld: messages: %s", path, line, err.s ? err.s : "malformed");
                 rlc_tok_encode(tok, sb.s ? sb.s : "", sb.n, &iv);
             }
@@ -159,7 +164,7 @@ int cmd_generate(int argc, char **argv) {
     rlc_tokenizer *tok = NULL;
     if (tok_opt || rlc_file_exists(tj)) {   // an explicit --tokenizer must load (or die naming it)
         rlc_tok_opts to = {0};
-        to.chat_mode = chat ? rlc_chat_mode_parse(chat, "--chat-template") : RLC_CHAT_AUTO;
+        rlc_tok_opts_chat_template(&to, chat, "generate: --chat-template");
         tok = rlc_tok_load(tok_dir, &to);
     }
     free(tj);

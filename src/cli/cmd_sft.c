@@ -20,7 +20,8 @@
 
 // Text lines ({"prompt", "response"} or {"messages"}) are tokenized with the model's tokenizer and
 // chat template (data/dataset.h: the loss covers the response); id lines load as they are.
-static void load_sft_data(sft_dataset *d, const char *path, const char *model_dir, const model_config *cfg) {
+static void load_sft_data(sft_dataset *d, const char *path, const char *model_dir, const model_config *cfg,
+                          const char *chat_template) {
     FILE *f = fopen(path, "r");
     if (!f) rlc_die("%s: cannot open", path);
     char head[4096];
@@ -32,7 +33,9 @@ static void load_sft_data(sft_dataset *d, const char *path, const char *model_di
         sft_dataset_load_jsonl(d, path, cfg->vocab_size, cfg->max_position_embeddings);
         return;
     }
-    rlc_tokenizer *tok = rlc_tok_load(model_dir, NULL);
+    rlc_tok_opts to = {0};
+    rlc_tok_opts_chat_template(&to, chat_template, "sft: --chat-template");
+    rlc_tokenizer *tok = rlc_tok_load(model_dir, &to);
     rlc_sft_text txt;
     rlc_sft_text_load(&txt, path, tok, cfg->max_position_embeddings, RLC_TRUNC_ERROR, -1);
     for (int64_t i = 0; i < txt.n; i++) {
@@ -65,11 +68,13 @@ static const char *USAGE =
     "        [--lr-scheduler constant|cosine|linear] [--min-lr-ratio F] [--seed S] [--no-shuffle] [--threads N]\n"
     "        [--log-every N]   (a terminal shows one updating progress line; elsewhere a line every N steps, 10)\n"
     "        [--activation-checkpoint none|selective|full] [--save-dtype f32|bf16|f16] [--save-optimizer]\n"
-    "        [--resume-optimizer OPT.bin]   (mpirun -np N rlc sft ...: data parallel, see docs/distributed.md)\n"
+    "        [--resume-optimizer OPT.bin] [--chat-template auto|qwen3|plain|FILE.jinja]\n"
+    "        (mpirun -np N rlc sft ...: data parallel, see docs/distributed.md)\n"
     "  IN.jsonl lines: {\"input_ids\": [...], \"loss_mask\": [...]} of equal length; loss_mask[t] = 1 trains\n"
     "  the model to predict input_ids[t] from input_ids[0..t-1] (loss_mask[0] is ignored).\n"
     "  Text lines {\"prompt\": ..., \"response\": ...} or {\"messages\": [...]} are tokenized with the model's\n"
-    "  tokenizer and chat template; the loss then covers the response (assistant) tokens.\n"
+    "  tokenizer and chat template (--chat-template replaces the checkpoint's); the loss then covers the\n"
+    "  response (assistant) tokens.\n"
     "  Loss: cross-entropy, token-mean over each global batch of B sequences (shuffled per epoch by --seed).";
 
 int cmd_sft(int argc, char **argv) {
@@ -121,6 +126,7 @@ int cmd_sft(int argc, char **argv) {
     int save_opt = cli_flag(&a, "save-optimizer");
     const char *resume_opt = cli_opt(&a, "resume-optimizer");
     int64_t log_every = cli_int(&a, "log-every", 10, 1, INT64_MAX);
+    const char *chat_template = cli_opt(&a, "chat-template");
     cli_check_unknown(&a, USAGE);
 
     dist_ctx dd;   // world 1 unless launched by mpirun (data-parallel SFT, src/dist/dist_sft.h)
@@ -139,7 +145,7 @@ int cmd_sft(int argc, char **argv) {
     decoder_model_init(&m, &pl, &ps, &be);
     sft_dataset d;
     sft_dataset_init(&d);
-    load_sft_data(&d, data, model_dir, &cfg);
+    load_sft_data(&d, data, model_dir, &cfg, chat_template);
     printf("rlc sft: %s: %d sequences, %lld tokens, %lld targets; model %s (%lld params); threads %d, BLAS %s, "
            "checkpointing %s\n", data, d.n, (long long)d.T, (long long)d.n_targets, model_dir, (long long)pl.numel,
            be.n_threads, be.blas_core, decoder_ckpt_name(c.ckpt));

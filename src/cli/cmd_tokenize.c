@@ -13,10 +13,12 @@ static const char USAGE[] =
     "  encode (default): each stdin line is text, or a JSON object {\"text\": ...}; writes {\"ids\": [...]}\n"
     "    --whole                 the whole of stdin is one text\n"
     "    --add-special-tokens    apply the post-processor template (e.g. a BOS)\n"
-    "  --chat: each line is a JSON messages list or {\"messages\": [...]}; writes {\"text\": ..., \"ids\": [...]}\n"
-    "    --no-generation-prompt  add_generation_prompt=False (default True)\n"
+    "  --chat: each line is a JSON messages list or {\"messages\": [...], \"tools\": [...], \"add_generation_prompt\": B,\n"
+    "          \"chat_template_kwargs\": {...}}, rendered as transformers' apply_chat_template; writes {\"text\", \"ids\"}\n"
+    "          (the ids encode the text without special tokens: the template writes its own BOS)\n"
+    "    --no-generation-prompt  add_generation_prompt=False (default True; a line's own value wins)\n"
     "    --enable-thinking B     pass enable_thinking=true|false to the template (default: not passed)\n"
-    "    --chat-template MODE    auto (recognise the checkpoint's template) | qwen3 | plain (contents joined by \\n)\n"
+    "    --chat-template T       auto (the checkpoint's template) | qwen3 | plain (contents joined by \\n) | FILE.jinja\n"
     "  --decode: each line is a JSON list of ids or {\"ids\": [...]}; writes {\"text\": ...}\n"
     "    --skip-special-tokens   drop special tokens (as decode(skip_special_tokens=True))";
 
@@ -44,7 +46,10 @@ int cmd_tokenize(int argc, char **argv) {
         else if (!strcmp(think, "false")) enable_thinking = 0;
         else rlc_die("tokenize: --enable-thinking expects true or false, got '%s'", think);
     }
-    rlc_tok_opts opts = {.chat_mode = rlc_chat_mode_parse(mode, "tokenize: --chat-template")};
+    rlc_tok_opts opts = {0};
+    rlc_tok_opts_chat_template(&opts, mode, "tokenize: --chat-template");
+    cJSON *kwargs = cJSON_CreateObject();
+    if (enable_thinking >= 0) cJSON_AddBoolToObject(kwargs, "enable_thinking", enable_thinking);
     rlc_tokenizer *t = rlc_tok_load(dir, &opts);
 
     rlc_strbuf in = {0}, out = {0}, txt = {0}, err = {0};
@@ -95,9 +100,8 @@ int cmd_tokenize(int argc, char **argv) {
                 rlc_sb_json_str(&out, txt.s ? txt.s : "", txt.n);
                 rlc_sb_puts(&out, "}\n");
             } else if (chat) {
-                const cJSON *msgs = cJSON_IsArray(j) ? j : cJSON_GetObjectItemCaseSensitive(j, "messages");
                 rlc_sb_clear(&err);
-                if (rlc_tok_chat_render_cjson(t, msgs, !no_gen, enable_thinking, &txt, &err) != 0)
+                if (rlc_tok_chat_render_line(t, j, !no_gen, kwargs, &txt, &err) != 0)
                     rlc_die("stdin:%lld: %s", lineno, err.s);
                 rlc_tok_encode(t, txt.s ? txt.s : "", txt.n, &ids);
                 rlc_sb_puts(&out, "{\"text\":");
@@ -124,6 +128,7 @@ int cmd_tokenize(int argc, char **argv) {
     rlc_sb_free(&txt);
     rlc_sb_free(&err);
     rlc_iv_free(&ids);
+    cJSON_Delete(kwargs);
     rlc_tok_free(t);
     cli_args_free(&a);
     return 0;

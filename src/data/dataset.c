@@ -208,6 +208,63 @@ static void push_seg(rlc_tokenizer *tok, const char *s, size_t n, uint8_t m, rlc
     for (int64_t i = before; i < ids->n; i++) rlc_sb_putc(mask, (char)m);
 }
 
+// messages[:n] (references, nothing copied); with `repl` in place of message `at` when at >= 0
+static cJSON *messages_prefix(const cJSON *msgs, int n, int at, cJSON *repl) {
+    cJSON *sub = cJSON_CreateArray();
+    int k = 0;
+    const cJSON *m;
+    cJSON_ArrayForEach(m, msgs) {
+        if (k == n) break;
+        if (k == at) cJSON_AddItemToArray(sub, repl);
+        else cJSON_AddItemReferenceToArray(sub, (cJSON *)m);
+        k++;
+    }
+    return sub;
+}
+
+// Where assistant message `i` is in `full` (the whole conversation rendered without a generation prompt),
+// for any template: it starts where messages[:i] rendered with add_generation_prompt=True ends (which
+// must be a prefix of the whole), and ends after the first eos_token that follows its content (found by
+// rendering the conversation with a marker appended to that content), or at the content's end.
+static void assistant_span(rlc_tokenizer *tok, const cJSON *msgs, int i, int enable_thinking, const rlc_strbuf *full,
+                           const char *path, int64_t lineno, size_t *start, size_t *end) {
+    static const char MARK[] = "\x02rlc:turn-end\x03";   // no whitespace: |trim and strip() keep it
+    rlc_strbuf r = {0}, err = {0};
+    cJSON *sub = messages_prefix(msgs, i, -1, NULL);
+    if (rlc_tok_chat_render_cjson(tok, sub, 1, enable_thinking, &r, &err) != 0)
+        rlc_die("%s:%lld: messages[:%d]: %s", path, (long long)lineno, i, err.s);
+    cJSON_Delete(sub);
+    if (r.n > full->n || memcmp(r.s ? r.s : "", full->s, r.n))
+        rlc_die("%s:%lld: the chat template renders the turns before assistant message %d differently once the "
+                "conversation goes on, so its tokens cannot be found for the loss mask", path, (long long)lineno, i);
+    *start = r.n;
+    const cJSON *m = cJSON_GetArrayItem(msgs, i), *c = cJSON_GetObjectItemCaseSensitive(m, "content");
+    if (!cJSON_IsString(c)) rlc_die("%s:%lld: assistant message %d needs a string \"content\"", path, (long long)lineno, i);
+    cJSON *marked = cJSON_Duplicate(m, 1);
+    rlc_strbuf mc = {0};
+    rlc_sb_puts(&mc, c->valuestring);
+    rlc_sb_puts(&mc, MARK);
+    cJSON_ReplaceItemInObjectCaseSensitive(marked, "content", cJSON_CreateString(mc.s));
+    sub = messages_prefix(msgs, cJSON_GetArraySize(msgs), i, marked);
+    rlc_sb_clear(&r);
+    if (rlc_tok_chat_render_cjson(tok, sub, 0, enable_thinking, &r, &err) != 0)
+        rlc_die("%s:%lld: %s", path, (long long)lineno, err.s);
+    cJSON_Delete(sub);
+    const char *hit = r.s ? strstr(r.s, MARK) : NULL;
+    size_t ce = hit ? (size_t)(hit - r.s) : 0;
+    if (!hit || ce < *start || ce > full->n || memcmp(r.s, full->s, ce))
+        rlc_die("%s:%lld: the chat template does not render assistant message %d's content as given, so its tokens "
+                "cannot be found for the loss mask", path, (long long)lineno, i);
+    *end = ce;
+    const rlc_tok_special *sp = rlc_tok_specials(tok);
+    const char *eos = sp->eos_id >= 0 ? rlc_tok_id_to_token(tok, sp->eos_id) : NULL;
+    const char *e = eos && *eos ? strstr(full->s + ce, eos) : NULL;
+    if (e) *end = (size_t)(e - full->s) + strlen(eos);
+    rlc_sb_free(&mc);
+    rlc_sb_free(&r);
+    rlc_sb_free(&err);
+}
+
 void rlc_sft_text_load(rlc_sft_text *s, const char *path, rlc_tokenizer *tok, int64_t max_length, rlc_truncation trunc,
                        int enable_thinking) {
     memset(s, 0, sizeof *s);
@@ -241,23 +298,28 @@ void rlc_sft_text_load(rlc_sft_text *s, const char *path, rlc_tokenizer *tok, in
         } else if (msgs) {
             if (rlc_tok_chat_render_cjson(tok, msgs, 0, enable_thinking, &text, &err) != 0)
                 rlc_die("%s:%lld: %s", path, (long long)lineno, err.s);
-            const char *open = "<|im_start|>assistant\n", *close = "<|im_end|>";
-            size_t pos = 0, found = 0;
-            while (pos < text.n) {
-                const char *a = strstr(text.s + pos, open);
-                if (!a) break;
-                size_t cs = (size_t)(a - text.s) + strlen(open);
-                const char *e = strstr(text.s + cs, close);
-                size_t ce = e ? (size_t)(e - text.s) + strlen(close) : text.n;
-                push_seg(tok, text.s + pos, cs - pos, 0, &ids, &mask);
-                push_seg(tok, text.s + cs, ce - cs, 1, &ids, &mask);
-                pos = ce;
-                found++;
+            size_t pos = 0;
+            int found = 0, i = 0;
+            const cJSON *m;
+            cJSON_ArrayForEach(m, msgs) {
+                const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
+                if (cJSON_IsString(role) && !strcmp(role->valuestring, "assistant")) {
+                    size_t a, b;
+                    assistant_span(tok, msgs, i, enable_thinking, &text, path, lineno, &a, &b);
+                    if (a < pos)
+                        rlc_die("%s:%lld: assistant message %d starts before the previous turn ends in the rendered "
+                                "conversation", path, (long long)lineno, i);
+                    push_seg(tok, text.s + pos, a - pos, 0, &ids, &mask);
+                    push_seg(tok, text.s + a, b - a, 1, &ids, &mask);
+                    pos = b;
+                    found++;
+                }
+                i++;
             }
             if (pos < text.n) push_seg(tok, text.s + pos, text.n - pos, 0, &ids, &mask);
             if (!found)
-                rlc_die("%s:%lld: no assistant turn found in the rendered conversation (multi-turn SFT needs the "
-                        "Qwen3 chat template and at least one assistant message)", path, (long long)lineno);
+                rlc_die("%s:%lld: no assistant message to train on (multi-turn SFT trains on the assistant turns)", path,
+                        (long long)lineno);
         } else {
             rlc_die("%s:%lld: expected {\"prompt\", \"response\"} or {\"messages\": [...]}", path, (long long)lineno);
         }

@@ -74,9 +74,10 @@ int64_t rlc_truncate_ids(int32_t *ids, int64_t n, int64_t max_len, rlc_truncatio
 // ---- SFT text data ----
 // Lines {"prompt": str, "response": str} (verl SFTDataset: prompt = chat template of one user message
 // with add_generation_prompt=True, response = response + eos token, tokenized separately, loss on
-// the response) or {"messages": [...]} (multi-turn: the rendered conversation; loss on each assistant
-// turn's tokens from its content through its end-of-turn token, found by the Qwen3 markers
-// "<|im_start|>assistant\n" ... "<|im_end|>"). max_length > 0 truncates per `trunc` (error dies).
+// the response) or {"messages": [...]} (multi-turn: the conversation rendered by the checkpoint's chat
+// template; loss on each assistant turn's tokens, from where messages[:i] with the generation prompt ends
+// through the first eos token after its content: found for any template, see assistant_span in dataset.c).
+// max_length > 0 truncates per `trunc` (error dies).
 typedef struct {
     int32_t *ids;              // (n)
     uint8_t *loss_mask;        // (n) 1 = train on this token

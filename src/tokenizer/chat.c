@@ -1,196 +1,265 @@
-// chat.c: the Qwen3 chat template rendered in C (the Jinja template with sha256 87a2728c..., see
-// shared/spec/qwen3.md §5), and the plain fallback. Tools (the `tools` argument and assistant
-// tool_calls) are not supported and are rejected; "tool" role messages are rendered.
+// chat.c: chat rendering as transformers' apply_chat_template(..., tokenize=False) does it: the checkpoint's
+// own Jinja template (tokenizer_config.json chat_template, a string or a list of {name, template} with
+// "default"; chat_template.jinja beside it wins), or one given with --chat-template FILE, rendered by the
+// template engine (src/template) with messages, tools, documents=None, add_generation_prompt, the special
+// tokens (bos_token, eos_token, unk_token, pad_token, ...) and the template kwargs.
 #include <cjson/cJSON.h>
 #include <string.h>
 
 #include "core/common.h"
+#include "core/sha256.h"
+#include "template/chat_render.h"
+#include "template/template.h"
+#include "tokenizer/qwen3_chat_template.h"
 #include "tokenizer/tok_internal.h"
 
+struct tok_chat {
+    rlc_tmpl *tmpl;        // compiled template (NULL: none, plain mode, or it did not parse)
+    char *parse_err;       // the template's parse error, reported when a chat is rendered
+    char *origin;          // where the template came from (messages)
+    char sha[65];          // sha256 of the template source
+    int plain;             // documented plain fallback: contents joined by "\n"
+    cJSON *specials;       // {"bos_token": ..., ...}: the special tokens transformers passes to the template
+};
+
+static const char QWEN3_TEMPLATE_SHA[] = "87a2728cb8dc9fe424d624542f6060ec05a1d285ebbec578bb078900e33396b5";
+
+rlc_chat_mode rlc_chat_mode_parse(const char *s, const char *what) {
+    if (!s || !strcmp(s, "auto")) return RLC_CHAT_AUTO;
+    if (!strcmp(s, "qwen3")) return RLC_CHAT_QWEN3;
+    if (!strcmp(s, "plain")) return RLC_CHAT_PLAIN;
+    rlc_die("%s: chat template mode must be auto, qwen3 or plain, got '%s'", what, s);
+}
+
+void rlc_tok_opts_chat_template(rlc_tok_opts *o, const char *value, const char *what) {
+    o->chat_template_file = NULL;
+    if (!value || !strcmp(value, "auto") || !strcmp(value, "qwen3") || !strcmp(value, "plain")) {
+        o->chat_mode = rlc_chat_mode_parse(value, what);
+        return;
+    }
+    if (!rlc_file_exists(value))
+        rlc_die("%s: '%s' is neither a chat template file nor one of auto, qwen3, plain", what, value);
+    o->chat_mode = RLC_CHAT_AUTO;
+    o->chat_template_file = value;
+}
+
+static struct tok_chat *chat_of(rlc_tokenizer *t) {
+    if (!t->chat) t->chat = rlc_calloc(1, sizeof *t->chat);
+    return t->chat;
+}
+
+static void chat_clear_template(struct tok_chat *c) {
+    rlc_tmpl_free(c->tmpl);
+    c->tmpl = NULL;
+    free(c->parse_err);
+    c->parse_err = NULL;
+    free(c->origin);
+    c->origin = NULL;
+    c->sha[0] = 0;
+    c->plain = 0;
+}
+
+void tok_chat_free(rlc_tokenizer *t) {
+    if (!t->chat) return;
+    chat_clear_template(t->chat);
+    cJSON_Delete(t->chat->specials);
+    free(t->chat);
+    t->chat = NULL;
+}
+
+// Compile `src` as the chat template; a parse error is kept and reported when a chat is rendered, so a
+// checkpoint with a broken template still loads for plain encoding (as transformers compiles lazily).
+static void chat_set_source(struct tok_chat *c, const char *src, size_t n, const char *origin) {
+    chat_clear_template(c);
+    c->origin = rlc_strdup(origin);
+    rlc_sha256_hex(src, n, c->sha);
+    rlc_strbuf err = {0};
+    c->tmpl = rlc_tmpl_parse(src, n, origin, &err);
+    if (!c->tmpl) c->parse_err = rlc_sb_take(&err);
+    rlc_sb_free(&err);
+}
+
+void rlc_tok_set_chat_template(rlc_tokenizer *t, const char *src, size_t n, const char *origin) {
+    chat_set_source(chat_of(t), src, n, origin);
+}
+
+void rlc_tok_load_chat_template(rlc_tokenizer *t, const char *path) {
+    size_t n;
+    char *src = rlc_read_file(path, &n);
+    chat_set_source(chat_of(t), src, n, path);
+    free(src);
+    if (t->chat->parse_err) rlc_die("%s", t->chat->parse_err);
+}
+
+// The template per the options (a file or a forced mode), once the config has been read.
+static int chat_apply_opts(rlc_tokenizer *t) {
+    struct tok_chat *c = chat_of(t);
+    if (t->opts.chat_template_file) {
+        rlc_tok_load_chat_template(t, t->opts.chat_template_file);
+        return 1;
+    }
+    if (t->opts.chat_mode == RLC_CHAT_QWEN3) {
+        chat_set_source(c, RLC_QWEN3_CHAT_TEMPLATE, strlen(RLC_QWEN3_CHAT_TEMPLATE), "the Qwen3 chat template");
+        return 1;
+    }
+    if (t->opts.chat_mode == RLC_CHAT_PLAIN) {
+        chat_clear_template(c);
+        c->plain = 1;
+        return 1;
+    }
+    return 0;
+}
+
+void tok_chat_apply_config(rlc_tokenizer *t, const cJSON *cfg, const char *cfg_name) {
+    struct tok_chat *c = chat_of(t);
+    chat_clear_template(c);
+    cJSON_Delete(c->specials);
+    c->specials = cJSON_CreateObject();
+    if (cfg) {
+        // special tokens as transformers' special_tokens_map (strings or {"content": ...}; null = absent)
+        static const char *const KEYS[] = {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"};
+        for (size_t i = 0; i < sizeof KEYS / sizeof *KEYS; i++) {
+            const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, KEYS[i]);
+            if (cJSON_IsObject(v)) v = cJSON_GetObjectItemCaseSensitive(v, "content");
+            if (cJSON_IsString(v)) cJSON_AddStringToObject(c->specials, KEYS[i], v->valuestring);
+        }
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(cfg, "chat_template");
+        char origin[4200];
+        snprintf(origin, sizeof origin, "%s chat_template", cfg_name);
+        if (cJSON_IsString(x)) {
+            chat_set_source(c, x->valuestring, strlen(x->valuestring), origin);
+        } else if (cJSON_IsArray(x)) {   // [{"name": "default", "template": ...}, {"name": "tool_use", ...}]
+            const cJSON *it, *def = NULL;
+            cJSON_ArrayForEach(it, x) {
+                const cJSON *nm = cJSON_GetObjectItemCaseSensitive(it, "name");
+                const cJSON *tp = cJSON_GetObjectItemCaseSensitive(it, "template");
+                if (!cJSON_IsObject(it) || !cJSON_IsString(nm) || !cJSON_IsString(tp))
+                    rlc_die("%s: chat_template list entries must be {\"name\": string, \"template\": string}", cfg_name);
+                if (!strcmp(nm->valuestring, "default")) def = tp;
+            }
+            if (def) {
+                snprintf(origin, sizeof origin, "%s chat_template 'default'", cfg_name);
+                chat_set_source(c, def->valuestring, strlen(def->valuestring), origin);
+            }
+        } else if (x && !cJSON_IsNull(x)) {
+            rlc_die("%s: chat_template must be a string or a list of {name, template}", cfg_name);
+        }
+    }
+    chat_apply_opts(t);
+}
+
+void tok_chat_load_dir(rlc_tokenizer *t, const char *dir) {
+    if (t->opts.chat_template_file || t->opts.chat_mode != RLC_CHAT_AUTO) return;
+    char *p = rlc_path_join(dir, "chat_template.jinja");
+    if (rlc_file_exists(p)) {   // transformers: chat_template.jinja takes precedence over the config's
+        size_t n;
+        char *src = rlc_read_file(p, &n);
+        chat_set_source(chat_of(t), src, n, p);
+        free(src);
+    }
+    free(p);
+}
+
 const char *rlc_tok_chat_kind(const rlc_tokenizer *t) {
-    return t->chat_kind == 1 ? "qwen3" : t->chat_kind == 2 ? "plain" : NULL;
+    const struct tok_chat *c = t->chat;
+    if (!c) return NULL;
+    if (c->plain) return "plain";
+    if (!c->tmpl) return NULL;
+    return !strcmp(c->sha, QWEN3_TEMPLATE_SHA) ? "qwen3" : "template";
 }
 
-static int starts_with(const char *s, size_t n, const char *pre) {
-    size_t k = strlen(pre);
-    return n >= k && !memcmp(s, pre, k);
-}
-static int ends_with(const char *s, size_t n, const char *suf) {
-    size_t k = strlen(suf);
-    return n >= k && !memcmp(s + n - k, suf, k);
-}
-// Python str.lstrip('\n') / rstrip('\n') on [*s, *s + *n)
-static void lstrip_nl(const char **s, size_t *n) {
-    while (*n && **s == '\n') { (*s)++; (*n)--; }
-}
-static void rstrip_nl(const char **s, size_t *n) {
-    (void)s;
-    while (*n && (*s)[*n - 1] == '\n') (*n)--;
-}
-// last occurrence of needle in [s, s+n), or NULL
-static const char *find_last(const char *s, size_t n, const char *needle) {
-    size_t k = strlen(needle);
-    if (k > n) return NULL;
-    for (size_t i = n - k + 1; i-- > 0;)
-        if (!memcmp(s + i, needle, k)) return s + i;
-    return NULL;
-}
-static const char *find_first(const char *s, size_t n, const char *needle) {
-    size_t k = strlen(needle);
-    if (k > n) return NULL;
-    for (size_t i = 0; i + k <= n; i++)
-        if (!memcmp(s + i, needle, k)) return s + i;
-    return NULL;
-}
-
-static void render_qwen3(const rlc_chat_msg *m, int n, int add_gen, int enable_thinking, rlc_strbuf *o) {
-    if (n == 0) rlc_die("chat template: no messages to render (the Qwen3 template reads messages[0])");
-    if (!strcmp(m[0].role, "system")) {
-        rlc_sb_puts(o, "<|im_start|>system\n");
-        rlc_sb_puts(o, m[0].content);
-        rlc_sb_puts(o, "<|im_end|>\n");
+int rlc_tok_chat_render_json(const rlc_tokenizer *t, const cJSON *messages, const cJSON *tools,
+                             int add_generation_prompt, const cJSON *kwargs, rlc_strbuf *out, rlc_strbuf *err) {
+    const struct tok_chat *c = t->chat;
+    if (rlc_chat_check_inputs(messages, tools, kwargs, err)) return -1;
+    if (c && c->plain) {
+        int i = 0;
+        const cJSON *m;
+        cJSON_ArrayForEach(m, messages) {
+            const cJSON *ct = cJSON_GetObjectItemCaseSensitive(m, "content");
+            if (!cJSON_IsString(ct)) {
+                rlc_sb_printf(err, "message %d: the plain chat format needs a string \"content\"", i);
+                return -1;
+            }
+            if (i++) rlc_sb_putc(out, '\n');
+            rlc_sb_puts(out, ct->valuestring);
+        }
+        return 0;
     }
-    // last_query_index: the last user message that is not a wrapped tool response
-    int last_query = n - 1, multi_step_tool = 1;
-    for (int i = n - 1; i >= 0; i--) {
-        size_t cl = strlen(m[i].content);
-        if (multi_step_tool && !strcmp(m[i].role, "user") &&
-            !(starts_with(m[i].content, cl, "<tool_response>") && ends_with(m[i].content, cl, "</tool_response>"))) {
-            multi_step_tool = 0;
-            last_query = i;
+    if (!c || (!c->tmpl && !c->parse_err)) {
+        rlc_sb_printf(err, "%s: the tokenizer has no chat template (tokenizer_config.json chat_template or chat_template.jinja); "
+                      "give one with --chat-template FILE (config: data.chat_template), or --chat-template plain to join "
+                      "the message contents", t->name);
+        return -1;
+    }
+    if (c->parse_err) {
+        rlc_sb_puts(err, c->parse_err);
+        return -1;
+    }
+    return rlc_chat_render(c->tmpl, c->specials, messages, tools, add_generation_prompt, kwargs, out, err);
+}
+
+int rlc_tok_chat_render_line(const rlc_tokenizer *t, const cJSON *line, int add_generation_prompt,
+                             const cJSON *kwargs, rlc_strbuf *out, rlc_strbuf *err) {
+    const cJSON *msgs = line, *tools = NULL, *lk = NULL;
+    if (cJSON_IsObject(line)) {
+        msgs = cJSON_GetObjectItemCaseSensitive(line, "messages");
+        tools = cJSON_GetObjectItemCaseSensitive(line, "tools");
+        const cJSON *g = cJSON_GetObjectItemCaseSensitive(line, "add_generation_prompt");
+        if (g && !cJSON_IsBool(g)) {
+            rlc_sb_puts(err, "\"add_generation_prompt\" must be true or false");
+            return -1;
+        }
+        if (g) add_generation_prompt = cJSON_IsTrue(g);
+        lk = cJSON_GetObjectItemCaseSensitive(line, "chat_template_kwargs");
+        if (lk && !cJSON_IsNull(lk) && !cJSON_IsObject(lk)) {
+            rlc_sb_puts(err, "\"chat_template_kwargs\" must be an object");
+            return -1;
         }
     }
-    for (int i = 0; i < n; i++) {
-        const char *role = m[i].role;
-        if (!strcmp(role, "user") || (!strcmp(role, "system") && i > 0)) {
-            rlc_sb_puts(o, "<|im_start|>");
-            rlc_sb_puts(o, role);
-            rlc_sb_putc(o, '\n');
-            rlc_sb_puts(o, m[i].content);
-            rlc_sb_puts(o, "<|im_end|>\n");
-        } else if (!strcmp(role, "assistant")) {
-            const char *c = m[i].content, *r = "";
-            size_t cn = strlen(c), rn = 0;
-            if (m[i].reasoning_content) {
-                r = m[i].reasoning_content;
-                rn = strlen(r);
-            } else {
-                const char *close = find_first(c, cn, "</think>");
-                if (close) {
-                    // content = content.split('</think>')[-1].lstrip('\n')
-                    const char *lastc = find_last(c, cn, "</think>");
-                    const char *nc = lastc + 8;
-                    size_t nn = cn - (size_t)(nc - c);
-                    lstrip_nl(&nc, &nn);
-                    // reasoning = content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n')
-                    const char *r0 = c;
-                    size_t r0n = (size_t)(close - c);
-                    rstrip_nl(&r0, &r0n);
-                    const char *open = find_last(r0, r0n, "<think>");
-                    if (open) {
-                        r0n -= (size_t)(open + 7 - r0);
-                        r0 = open + 7;
-                    }
-                    lstrip_nl(&r0, &r0n);
-                    r = r0;
-                    rn = r0n;
-                    c = nc;
-                    cn = nn;
-                }
+    // the line's kwargs over the caller's defaults
+    cJSON *k = cJSON_CreateObject();
+    const cJSON *layers[2] = {kwargs, lk}, *it;
+    for (int l = 0; l < 2; l++)
+        if (cJSON_IsObject(layers[l]))
+            cJSON_ArrayForEach(it, layers[l]) {
+                cJSON_DeleteItemFromObjectCaseSensitive(k, it->string);
+                cJSON_AddItemReferenceToObject(k, it->string, (cJSON *)it);
             }
-            rlc_sb_puts(o, "<|im_start|>assistant\n");
-            if (i > last_query && (i == n - 1 || rn > 0)) {
-                const char *rs = r;
-                size_t rsn = rn;
-                lstrip_nl(&rs, &rsn);
-                rstrip_nl(&rs, &rsn);
-                const char *cs = c;
-                size_t csn = cn;
-                lstrip_nl(&cs, &csn);
-                rlc_sb_puts(o, "<think>\n");
-                rlc_sb_append(o, rs, rsn);
-                rlc_sb_puts(o, "\n</think>\n\n");
-                rlc_sb_append(o, cs, csn);
-            } else {
-                rlc_sb_append(o, c, cn);
-            }
-            rlc_sb_puts(o, "<|im_end|>\n");
-        } else if (!strcmp(role, "tool")) {
-            if (i == 0 || strcmp(m[i - 1].role, "tool")) rlc_sb_puts(o, "<|im_start|>user");
-            rlc_sb_puts(o, "\n<tool_response>\n");
-            rlc_sb_puts(o, m[i].content);
-            rlc_sb_puts(o, "\n</tool_response>");
-            if (i == n - 1 || strcmp(m[i + 1].role, "tool")) rlc_sb_puts(o, "<|im_end|>\n");
-        }
-        // the first system message was rendered above; other roles render nothing
-    }
-    if (add_gen) {
-        rlc_sb_puts(o, "<|im_start|>assistant\n");
-        if (enable_thinking == 0) rlc_sb_puts(o, "<think>\n\n</think>\n\n");
-    }
+    int rc = rlc_tok_chat_render_json(t, msgs, tools, add_generation_prompt, k, out, err);
+    cJSON_Delete(k);
+    return rc;
 }
 
-static void render_plain(const rlc_chat_msg *m, int n, rlc_strbuf *o) {
-    for (int i = 0; i < n; i++) {
-        if (i) rlc_sb_putc(o, '\n');
-        rlc_sb_puts(o, m[i].content);
-    }
+static cJSON *thinking_kwargs(int enable_thinking) {
+    if (enable_thinking < 0) return NULL;
+    cJSON *k = cJSON_CreateObject();
+    cJSON_AddBoolToObject(k, "enable_thinking", enable_thinking != 0);
+    return k;
+}
+
+int rlc_tok_chat_render_cjson(const rlc_tokenizer *t, const cJSON *messages, int add_generation_prompt,
+                              int enable_thinking, rlc_strbuf *out, rlc_strbuf *err) {
+    cJSON *k = thinking_kwargs(enable_thinking);
+    int rc = rlc_tok_chat_render_json(t, messages, NULL, add_generation_prompt, k, out, err);
+    cJSON_Delete(k);
+    return rc;
 }
 
 void rlc_tok_chat_render(const rlc_tokenizer *t, const rlc_chat_msg *msgs, int n, int add_generation_prompt,
                          int enable_thinking, rlc_strbuf *out) {
-    for (int i = 0; i < n; i++)
+    cJSON *arr = cJSON_CreateArray();
+    for (int i = 0; i < n; i++) {
         if (!msgs[i].role || !msgs[i].content) rlc_die("chat template: message %d needs a role and a content", i);
-    switch (t->chat_kind) {
-    case 1: render_qwen3(msgs, n, add_generation_prompt, enable_thinking, out); break;
-    case 2: render_plain(msgs, n, out); break;
-    default:
-        if (!t->chat_template)
-            rlc_die("%s: the tokenizer config has no chat_template; choose the plain fallback (chat template mode "
-                    "'plain': rlc_tok_opts.chat_mode, CLI --chat-template plain) to render prompts without one",
-                    t->name);
-        rlc_die("%s: tokenizer_config.json chat_template (sha256 %s) is not one rlc can render (known: Qwen3 %s); "
-                "use chat template mode 'qwen3' to force the Qwen3 renderer or 'plain' for the plain fallback "
-                "(rlc_tok_opts.chat_mode, CLI --chat-template)",
-                t->name, t->chat_sha, "87a2728c...");
+        cJSON *m = cJSON_CreateObject();
+        cJSON_AddStringToObject(m, "role", msgs[i].role);
+        cJSON_AddStringToObject(m, "content", msgs[i].content);
+        if (msgs[i].reasoning_content) cJSON_AddStringToObject(m, "reasoning_content", msgs[i].reasoning_content);
+        cJSON_AddItemToArray(arr, m);
     }
-}
-
-int rlc_tok_chat_render_cjson(const rlc_tokenizer *t, const struct cJSON *messages, int add_generation_prompt,
-                              int enable_thinking, rlc_strbuf *out, rlc_strbuf *err) {
-    if (!cJSON_IsArray(messages)) {
-        rlc_sb_puts(err, "messages must be a list of {\"role\", \"content\"} objects");
-        return -1;
-    }
-    int n = cJSON_GetArraySize(messages), i = 0;
-    rlc_chat_msg *m = rlc_calloc((size_t)n + 1, sizeof *m);
-    const cJSON *it;
-    cJSON_ArrayForEach(it, messages) {
-        const cJSON *r = cJSON_GetObjectItemCaseSensitive(it, "role");
-        const cJSON *c = cJSON_GetObjectItemCaseSensitive(it, "content");
-        const cJSON *rc = cJSON_GetObjectItemCaseSensitive(it, "reasoning_content");
-        const cJSON *tc = cJSON_GetObjectItemCaseSensitive(it, "tool_calls");
-        if (!cJSON_IsString(r) || !cJSON_IsString(c)) {
-            rlc_sb_printf(err, "message %d needs a string \"role\" and a string \"content\"", i);
-            free(m);
-            return -1;
-        }
-        if (tc && !cJSON_IsNull(tc) && !(cJSON_IsArray(tc) && cJSON_GetArraySize(tc) == 0)) {
-            rlc_sb_printf(err, "message %d: tool_calls are not supported by rlc's chat renderer", i);
-            free(m);
-            return -1;
-        }
-        if (rc && !cJSON_IsNull(rc) && !cJSON_IsString(rc)) {
-            rlc_sb_printf(err, "message %d: reasoning_content must be a string or null", i);
-            free(m);
-            return -1;
-        }
-        m[i].role = r->valuestring;
-        m[i].content = c->valuestring;
-        m[i].reasoning_content = cJSON_IsString(rc) ? rc->valuestring : NULL;
-        i++;
-    }
-    rlc_tok_chat_render(t, m, n, add_generation_prompt, enable_thinking, out);
-    free(m);
-    return 0;
+    rlc_strbuf err = {0};
+    int rc = rlc_tok_chat_render_cjson(t, arr, add_generation_prompt, enable_thinking, out, &err);
+    cJSON_Delete(arr);
+    if (rc) rlc_die("chat template: %s", err.s);
+    rlc_sb_free(&err);
 }

@@ -158,9 +158,7 @@ struct rlc_tokenizer {
     // configs
     rlc_tok_special sp;
     rlc_tok_opts opts;
-    char *chat_template;             // NULL if none
-    char chat_sha[65];
-    int chat_kind;                   // 0 none/unknown, 1 qwen3, 2 plain
+    struct tok_chat *chat;           // chat template (chat.c)
     // scratch
     tok_cache cache;
     rlc_strbuf sc_map;               // BPE: the word as byte-level chars (ignore_merges lookup)
@@ -193,6 +191,11 @@ void tok_bpe_word(rlc_tokenizer *t, const char *p, size_t n, rlc_ivec *out);
 void tok_cache_init(tok_cache *c, int64_t capacity);
 void tok_cache_free(tok_cache *c);
 void tok_bpe_prepare(rlc_tokenizer *t);   // after the vocab, normalizer and pre-tokenizer are loaded
+// chat.c: the chat template from tokenizer_config.json (cfg may be NULL), chat_template.jinja, the options
+struct cJSON;
+void tok_chat_apply_config(rlc_tokenizer *t, const struct cJSON *cfg, const char *cfg_name);
+void tok_chat_load_dir(rlc_tokenizer *t, const char *dir);
+void tok_chat_free(rlc_tokenizer *t);
 // tokenizer.c
 int tok_is_white_space(uint32_t c);
 // One UTF-8 sequence at p[*i]: 1 valid (*cp set), 0 invalid (*i skips the maximal subpart), -1 a valid

@@ -235,6 +235,7 @@ rlc_tokenizer *rlc_tok_load(const char *path, const rlc_tok_opts *opts) {
     char *tcj = rlc_file_exists(tc) ? rlc_read_file(tc, NULL) : NULL;
     char *gcj = rlc_file_exists(gc) ? rlc_read_file(gc, NULL) : NULL;
     rlc_tok_apply_config(t, tcj, tc, gcj, gc);
+    tok_chat_load_dir(t, dir);
     free(tcj);
     free(gcj);
     free(tc);
@@ -266,7 +267,7 @@ void rlc_tok_free(rlc_tokenizer *t) {
     tok_norm_free(t);
     tok_dec_free(t);
     free(t->is_special);
-    free(t->chat_template);
+    tok_chat_free(t);
     tok_cache_free(&t->cache);
     rlc_sb_free(&t->sc_map);
     rlc_sb_free(&t->sc_seg);
@@ -280,15 +281,6 @@ void rlc_tok_free(rlc_tokenizer *t) {
 
 // ---------------------------------------------------------------------------------------------
 // configs
-
-static const char QWEN3_TEMPLATE_SHA[] = "87a2728cb8dc9fe424d624542f6060ec05a1d285ebbec578bb078900e33396b5";
-
-rlc_chat_mode rlc_chat_mode_parse(const char *s, const char *what) {
-    if (!s || !strcmp(s, "auto")) return RLC_CHAT_AUTO;
-    if (!strcmp(s, "qwen3")) return RLC_CHAT_QWEN3;
-    if (!strcmp(s, "plain")) return RLC_CHAT_PLAIN;
-    rlc_die("%s: chat template mode must be auto, qwen3 or plain, got '%s'", what, s);
-}
 
 // A token given as "text" or {"content": "text"} (or null) -> id; dies if it is not a token.
 static int32_t config_token(const rlc_tokenizer *t, const cJSON *v, const char *file, const char *key) {
@@ -322,8 +314,6 @@ static int32_t config_id(const cJSON *v, const char *file, const char *key, int6
 void rlc_tok_apply_config(rlc_tokenizer *t, const char *tcj, const char *tcn, const char *gcj, const char *gcn) {
     t->sp.bos_id = t->sp.eos_id = t->sp.pad_id = -1;
     t->sp.n_stop = 0;
-    free(t->chat_template);
-    t->chat_template = NULL;
     int32_t gen_eos[16];
     int n_gen_eos = 0;
     int32_t gen_bos = -1, gen_pad = -1;
@@ -354,6 +344,7 @@ void rlc_tok_apply_config(rlc_tokenizer *t, const char *tcj, const char *tcn, co
         gen_pad = config_id(cJSON_GetObjectItemCaseSensitive(g, "pad_token_id"), gcn, "pad_token_id", t->n_ids);
         cJSON_Delete(g);
     }
+    if (!tcj) tok_chat_apply_config(t, NULL, NULL);
     if (tcj) {
         cJSON *c = cJSON_ParseWithOpts(tcj, NULL, 1);
         if (!c || !cJSON_IsObject(c)) rlc_die("%s: invalid JSON (expected an object)", tcn);
@@ -379,19 +370,7 @@ void rlc_tok_apply_config(rlc_tokenizer *t, const char *tcj, const char *tcn, co
         }
         x = cJSON_GetObjectItemCaseSensitive(c, "clean_up_tokenization_spaces");
         t->sp.clean_up_spaces = cJSON_IsTrue(x);
-        x = cJSON_GetObjectItemCaseSensitive(c, "chat_template");
-        if (cJSON_IsString(x)) t->chat_template = rlc_strdup(x->valuestring);
-        else if (cJSON_IsArray(x)) {   // [{"name": "default", "template": ...}, ...]
-            const cJSON *it;
-            cJSON_ArrayForEach(it, x) {
-                const cJSON *nm = cJSON_GetObjectItemCaseSensitive(it, "name");
-                const cJSON *tp = cJSON_GetObjectItemCaseSensitive(it, "template");
-                if (cJSON_IsString(nm) && !strcmp(nm->valuestring, "default") && cJSON_IsString(tp))
-                    t->chat_template = rlc_strdup(tp->valuestring);
-            }
-        } else if (x && !cJSON_IsNull(x)) {
-            rlc_die("%s: chat_template must be a string or a list of {name, template}", tcn);
-        }
+        tok_chat_apply_config(t, c, tcn);
         cJSON_Delete(c);
     }
     if (t->sp.eos_id < 0 && n_gen_eos) t->sp.eos_id = gen_eos[0];
@@ -416,13 +395,6 @@ void rlc_tok_apply_config(rlc_tokenizer *t, const char *tcj, const char *tcn, co
         if (t->sp.stop_ids[i] >= t->n_ids)
             rlc_die("%s: eos token id %d is outside the tokenizer's %lld ids", gcn ? gcn : tcn, t->sp.stop_ids[i],
                     (long long)t->n_ids);
-    t->chat_sha[0] = 0;
-    if (t->chat_template) rlc_sha256_hex(t->chat_template, strlen(t->chat_template), t->chat_sha);
-    switch (t->opts.chat_mode) {
-    case RLC_CHAT_QWEN3: t->chat_kind = 1; break;
-    case RLC_CHAT_PLAIN: t->chat_kind = 2; break;
-    default: t->chat_kind = (t->chat_template && !strcmp(t->chat_sha, QWEN3_TEMPLATE_SHA)) ? 1 : 0;
-    }
 }
 
 const rlc_tok_special *rlc_tok_specials(const rlc_tokenizer *t) { return &t->sp; }

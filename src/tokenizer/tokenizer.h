@@ -34,10 +34,10 @@
 
 typedef struct rlc_tokenizer rlc_tokenizer;
 
-// How chat messages are rendered (rlc_tok_chat_render).
+// How chat messages are rendered (see the chat template section below).
 typedef enum {
-    RLC_CHAT_AUTO = 0,   // recognise tokenizer_config.json's chat_template (by sha256); unknown -> error
-    RLC_CHAT_QWEN3,      // render the Qwen3 template whatever the config says
+    RLC_CHAT_AUTO = 0,   // the checkpoint's template (chat_template.jinja, else tokenizer_config.json chat_template)
+    RLC_CHAT_QWEN3,      // the Qwen3 template whatever the config says
     RLC_CHAT_PLAIN,      // documented plain fallback: message contents joined by "\n"; no role markers,
                          // and add_generation_prompt adds nothing. For base models without a template.
 } rlc_chat_mode;
@@ -46,6 +46,7 @@ rlc_chat_mode rlc_chat_mode_parse(const char *s, const char *what);
 
 typedef struct {
     rlc_chat_mode chat_mode;
+    const char *chat_template_file;   // a Jinja file that replaces the checkpoint's template (NULL: none)
     int64_t cache_capacity;   // word-cache entries (0: default 65536; -1: no cache)
     int bpe_ref;              // 1: use the O(n^2) reference merge loop (tests), no cache
 } rlc_tok_opts;
@@ -143,21 +144,41 @@ const rlc_tok_special *rlc_tok_specials(const rlc_tokenizer *t);
 int rlc_tok_is_stop(const rlc_tokenizer *t, int32_t id);
 
 // ---- chat template ----
+// Chats render as transformers' apply_chat_template(messages, tools=, add_generation_prompt=, tokenize=False,
+// **kwargs) does: the template (a Jinja file, see rlc_tok_opts and src/template/template.h) gets messages,
+// tools (None when not given), documents=None, add_generation_prompt, the special tokens of
+// tokenizer_config.json (bos_token, eos_token, unk_token, pad_token, ...) and the kwargs (enable_thinking,
+// date_string, ...). Encode the result with rlc_tok_encode (no special tokens: a template writes its own BOS).
+// docs/chat_template.md lists the supported Jinja subset.
+
+// --chat-template VALUE: auto | qwen3 | plain, or a path to a Jinja template file (checked to exist).
+void rlc_tok_opts_chat_template(rlc_tok_opts *o, const char *value, const char *what);
+// Replace the template after loading: source text (origin names it in errors), or a file (dies on a
+// template that does not parse, with one line naming the file and line).
+void rlc_tok_set_chat_template(rlc_tokenizer *t, const char *src, size_t n, const char *origin);
+void rlc_tok_load_chat_template(rlc_tokenizer *t, const char *path);
+
+struct cJSON;
+// Render. messages: a JSON list of {"role": ..., "content": ..., "tool_calls": ..., "reasoning_content": ...};
+// tools: a JSON list of tool schemas or NULL; kwargs: a JSON object of template kwargs or NULL. Appends to
+// out and returns 0; on an error (bad messages, no template, a template error, raise_exception) returns -1
+// with one line in err (the template's name, line and message).
+int rlc_tok_chat_render_json(const rlc_tokenizer *t, const struct cJSON *messages, const struct cJSON *tools,
+                             int add_generation_prompt, const struct cJSON *kwargs, rlc_strbuf *out, rlc_strbuf *err);
+// One input line: a messages list, or {"messages": [...], "tools": [...], "add_generation_prompt": bool,
+// "chat_template_kwargs": {...}}; the line's values replace add_generation_prompt and extend kwargs.
+int rlc_tok_chat_render_line(const rlc_tokenizer *t, const struct cJSON *line, int add_generation_prompt,
+                             const struct cJSON *kwargs, rlc_strbuf *out, rlc_strbuf *err);
+// Shorthands: enable_thinking -1 = not passed, 0 = false, 1 = true.
+int rlc_tok_chat_render_cjson(const rlc_tokenizer *t, const struct cJSON *messages, int add_generation_prompt,
+                              int enable_thinking, rlc_strbuf *out, rlc_strbuf *err);
 typedef struct {
     const char *role;                // "system" | "user" | "assistant" | "tool"
     const char *content;
-    const char *reasoning_content;   // NULL: not given (reasoning is then taken from <think>...</think>)
+    const char *reasoning_content;   // NULL: not given
 } rlc_chat_msg;
-
-// Render messages as the checkpoint's chat template would (transformers apply_chat_template,
-// tokenize=False). enable_thinking: -1 = not passed, 0 = false, 1 = true. Appends to out.
+// Dies with one line on an error.
 void rlc_tok_chat_render(const rlc_tokenizer *t, const rlc_chat_msg *msgs, int n, int add_generation_prompt,
                          int enable_thinking, rlc_strbuf *out);
-// Render a JSON messages array ([{"role":..,"content":..,"reasoning_content":..}, ...]) given as a
-// cJSON array. Returns 0 on success; on malformed messages returns -1 with a one-line reason in err.
-struct cJSON;
-int rlc_tok_chat_render_cjson(const rlc_tokenizer *t, const struct cJSON *messages, int add_generation_prompt,
-                              int enable_thinking, rlc_strbuf *out, rlc_strbuf *err);
-// Which renderer is in use: "qwen3", "plain", or NULL when no template could be recognised (rendering
-// then dies naming the template's sha256 and the chat_mode / --chat-template fallback).
+// "qwen3" (the Qwen3 template, by sha256), "template" (another Jinja template), "plain", or NULL (none).
 const char *rlc_tok_chat_kind(const rlc_tokenizer *t);

@@ -45,6 +45,7 @@ static const cfg_entry k_schema[] = {
     {"data.truncation", CT_STR, O(data.truncation), "error", 1, 0, 0, "error|left|right|middle", "what to do with prompts over max_prompt_length"},
     {"data.filter_overlong_prompts", CT_BOOL, O(data.filter_overlong_prompts), "false", 1, 0, 0, NULL, "drop prompts over max_prompt_length"},
     {"data.prompt_key", CT_STR, O(data.prompt_key), "prompt", 1, 0, 0, NULL, "row field holding the chat messages"},
+    {"data.chat_template", CT_STR, O(data.chat_template), "null", 1, 0, 1, NULL, "Jinja chat template file replacing the checkpoint's (null: the checkpoint's own)"},
     {"data.reward_fn_key", CT_STR, O(data.reward_fn_key), "data_source", 1, 0, 0, NULL, "row field selecting the reward function"},
 
     {AR "model.path", CT_STR, O(actor_rollout_ref.model.path), "null", 1, 0, 1, NULL, "HF checkpoint directory of the policy, or a hub id (ORG/NAME) in the local HF cache"},

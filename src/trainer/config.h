@@ -32,6 +32,7 @@ typedef struct {
         char *truncation;                     // error | left | right | middle
         int filter_overlong_prompts;
         char *prompt_key, *reward_fn_key;
+        char *chat_template;                  // nullable: a Jinja file replacing the checkpoint's chat template
     } data;
     struct {
         struct {

@@ -1298,6 +1298,7 @@ static void grpo_setup(grpo *g, const rlc_train_config *c, int val_only, dist_ct
     const char *mp = c->actor_rollout_ref.model.path;
     if (!mp || !*mp) rlc_die("config: actor_rollout_ref.model.path is not set: give an HF checkpoint directory");
     g->tok = rlc_tok_load(mp, NULL);
+    if (c->data.chat_template) rlc_tok_load_chat_template(g->tok, c->data.chat_template);
     checkpoint_load(mp, &g->mcfg, &g->pl, &g->params);
     decoder_model_init(&g->model, &g->pl, &g->params, &g->be);
     if (!val_only) {
