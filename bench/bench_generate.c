@@ -19,6 +19,7 @@
 //
 // usage: bench_generate [--new N] [--reps R] [--threads T] [--bf16] [--kv-bf16] [--warm] [--no-torch] [--torch-new N]
 //                       [--skip64] [--only 0|1|2]
+#include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +42,7 @@ static void qwen3_06b(model_config *c) {
     c->num_attention_heads = 16;
     c->num_key_value_heads = 8;
     c->head_dim = 128;
+    c->attn_scale = (float)(1.0 / sqrt(128.0));
     c->max_position_embeddings = 40960;
     c->rms_norm_eps = 1e-6f;
     c->rope_theta = 1e6;

@@ -38,6 +38,7 @@ static void tiny_init(tiny_model *t, backend_ctx *be, int V, int H, int I, int L
     c->num_attention_heads = nh;
     c->num_key_value_heads = nkv;
     c->head_dim = D;
+    c->attn_scale = (float)(1.0 / sqrt((double)D));   // as model_config_parse sets it
     c->max_position_embeddings = max_pos;
     c->rms_norm_eps = 1e-6f;
     c->rope_theta = 1e6;

@@ -213,7 +213,7 @@ static void forward_tokens(rollout_engine *e, int64_t T, const int32_t *bt_all, 
         rope_forward(e->qn, e->pos, &m->rope, T, nh);
         rope_forward(e->kn, e->pos, &m->rope, T, nkv);
         paged_kv_write(&e->kc, l, e->kn, e->v, bt_all, bt_stride, e->tok_seq, e->pos, T);
-        paged_attention_forward(e->att, e->qn, &e->kc, l, bt_all, bt_stride, e->tok_seq, e->pos, T, (int)nh);
+        paged_attention_forward(e->att, e->qn, &e->kc, l, bt_all, bt_stride, e->tok_seq, e->pos, T, (int)nh, 0, c->attn_scale);
         const rowgemm_out o_proj = mm_out(e, e->x, H, lw.wo, base, off, H);
         mm(e, &o_proj, 1, e->att, T, QD, 1);   // x += o_proj(attn)
         rmsnorm_forward(e->xn, e->rstd, e->x, lw.post_norm, T, H, eps);
