@@ -27,8 +27,9 @@ typedef struct {
     decoder_model m;
 } tiny_model;
 
-static void tiny_init(tiny_model *t, backend_ctx *be, int V, int H, int I, int L, int nh, int nkv, int D, int tied, int max_pos,
-                      uint64_t seed) {
+// window > 0: Gemma 3's layer pattern, every 6th layer full and the others sliding with that window.
+static void tiny_init_window(tiny_model *t, backend_ctx *be, int V, int H, int I, int L, int nh, int nkv, int D, int tied,
+                             int max_pos, uint64_t seed, int window) {
     memset(t, 0, sizeof *t);
     model_config *c = &t->cfg;
     c->vocab_size = V;
@@ -45,7 +46,8 @@ static void tiny_init(tiny_model *t, backend_ctx *be, int V, int H, int I, int L
     c->tie_word_embeddings = tied;
     c->bos_token_id = -1;
     c->eos_token_id = -1;
-    c->sliding_window = -1;
+    c->sliding_window = window > 0 ? window : -1;
+    for (int l = 0; l < L; l++) c->layer_types[l] = window > 0 && (l + 1) % 6 != 0 ? LAYER_SLIDING : LAYER_FULL;
     c->max_window_layers = L;
     c->initializer_range = 0.02f;
     snprintf(c->torch_dtype, sizeof c->torch_dtype, "float32");
@@ -61,6 +63,11 @@ static void tiny_init(tiny_model *t, backend_ctx *be, int V, int H, int I, int L
         else tl_fill_normal(&r, p, pt->numel, (strstr(pt->name, "lm_head") ? 2.0f : 0.7f) / sqrtf((float)pt->shape[1]));
     }
     decoder_model_init(&t->m, &t->pl, &t->ps, be);
+}
+
+static void tiny_init(tiny_model *t, backend_ctx *be, int V, int H, int I, int L, int nh, int nkv, int D, int tied, int max_pos,
+                      uint64_t seed) {
+    tiny_init_window(t, be, V, H, I, L, nh, nkv, D, tied, max_pos, seed, 0);
 }
 
 static void tiny_free(tiny_model *t) {
@@ -84,17 +91,63 @@ static int32_t **make_prompts(rollout_prompt *pr, int n, const int *lens, int V,
     return ids;
 }
 
-// Full uncached forward of toks (T): logits (V) of the last position.
-static void full_last_logits(decoder_model *m, const int32_t *toks, int64_t T, float *logits) {
+static int has_sliding(const model_config *c) {
+    for (int l = 0; l < c->num_hidden_layers; l++)
+        if (c->layer_types[l] == LAYER_SLIDING && c->sliding_window > 0) return 1;
+    return 0;
+}
+
+// Uncached reference over toks (T): final-normed hidden (T, H). Without sliding layers, the decoder's own full
+// forward; with them, the decoder's per-layer pieces (q/k/v with norms and RoPE, o_proj + MLP) around a dense
+// masked attention in double: query t sees keys t - W < u <= t on LAYER_SLIDING layers, u <= t on the others.
+static void ref_hidden(decoder_model *m, const int32_t *toks, int64_t T, float *hidden) {
+    const model_config *c = m->cfg;
     int32_t cu[2] = {0, (int32_t)T};
     int32_t *pos = malloc((size_t)T * 4);
     decoder_batch b = {T, 1, toks, cu, pos, 0};
     decoder_batch_positions(&b);
+    if (!has_sliding(c)) {
+        decoder_forward(m, NULL, &b, hidden);
+        free(pos);
+        return;
+    }
+    const int64_t H = c->hidden_size, nh = c->num_attention_heads, nkv = c->num_key_value_heads, D = c->head_dim;
+    float *x = malloc((size_t)(T * H) * 4), *q = malloc((size_t)(T * nh * D) * 4), *att = malloc((size_t)(T * nh * D) * 4);
+    float *k = malloc((size_t)(T * nkv * D) * 4), *v = malloc((size_t)(T * nkv * D) * 4);
+    double *p = malloc((size_t)T * sizeof(double));
+    decoder_embed(m, x, toks, T);
+    for (int l = 0; l < c->num_hidden_layers; l++) {
+        decoder_layer_qkv(m, l, x, pos, T, q, k, v);
+        const int64_t W = c->layer_types[l] == LAYER_SLIDING ? c->sliding_window : 0;
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t h = 0; h < nh; h++) {
+                const int64_t g = h / (nh / nkv), u0 = W > 0 && t - W + 1 > 0 ? t - W + 1 : 0;
+                double mx = -INFINITY, sum = 0;
+                for (int64_t u = u0; u <= t; u++) {
+                    double sc = 0;
+                    for (int64_t d = 0; d < D; d++) sc += (double)q[(t * nh + h) * D + d] * k[(u * nkv + g) * D + d];
+                    p[u] = sc * (double)c->attn_scale;
+                    if (p[u] > mx) mx = p[u];
+                }
+                for (int64_t u = u0; u <= t; u++) { p[u] = exp(p[u] - mx); sum += p[u]; }
+                for (int64_t d = 0; d < D; d++) {
+                    double a = 0;
+                    for (int64_t u = u0; u <= t; u++) a += p[u] * v[(u * nkv + g) * D + d];
+                    att[(t * nh + h) * D + d] = (float)(a / sum);
+                }
+            }
+        decoder_layer_out(m, l, x, att, T);
+    }
+    decoder_final_norm(m, hidden, x, T);
+    free(x); free(q); free(att); free(k); free(v); free(p); free(pos);
+}
+
+// Uncached reference logits (V) of the last position of toks (T).
+static void full_last_logits(decoder_model *m, const int32_t *toks, int64_t T, float *logits) {
     float *hid = malloc((size_t)(T * m->cfg->hidden_size) * 4);
-    decoder_forward(m, NULL, &b, hid);
+    ref_hidden(m, toks, T, hid);
     decoder_logits(m, logits, hid + (T - 1) * m->cfg->hidden_size, 1);
     free(hid);
-    free(pos);
 }
 
 typedef struct {
@@ -194,8 +247,23 @@ static void test_logprobs(tiny_model *t, const char *name, float temp, int top_k
         decoder_batch b = {T, 1, toks, cu, pos, 0};
         decoder_batch_positions(&b);
         float *lp = malloc((size_t)T * 4);
-        decoder_forward(m, NULL, &b, NULL);
-        decoder_logprob(m, NULL, &b, tg, temp > 0 ? temp : 1.f, lp, NULL);
+        if (!has_sliding(&t->cfg)) {
+            decoder_forward(m, NULL, &b, NULL);
+            decoder_logprob(m, NULL, &b, tg, temp > 0 ? temp : 1.f, lp, NULL);
+        } else {   // the masked reference's hidden states, log_softmax(logits / temp) in double
+            const int64_t H = t->cfg.hidden_size;
+            float *hid = malloc((size_t)(T * H) * 4), *lg = malloc((size_t)V * 4);
+            ref_hidden(m, toks, T, hid);
+            const double tt = temp > 0 ? temp : 1.0;
+            for (int64_t j = P - 1; j + 1 < T; j++) {
+                decoder_logits(m, lg, hid + j * H, 1);
+                double mx = -INFINITY, se = 0;
+                for (int c = 0; c < V; c++) mx = fmax(mx, lg[c] / tt);
+                for (int c = 0; c < V; c++) se += exp(lg[c] / tt - mx);
+                lp[j] = (float)(lg[tg[j]] / tt - mx - log(se));
+            }
+            free(hid); free(lg);
+        }
         for (int64_t k = 0; k < s->len; k++) {
             la[ntok] = lp[P - 1 + k];
             lr[ntok] = s->logprobs[k];
@@ -444,6 +512,98 @@ static void test_bf16(tiny_model *t, const char *name, int which) {
     free(ids);
 }
 
+// Sliding layers' KV: blocks before the window are recycled, and that changes nothing but memory.
+// (a) a growing context: the sliding pool's peak stays at one window while the full pool's grows with the
+// context; (b) n samples of shared prompts, with and without recycling, and with recycling under a budget
+// that forces preemption: bitwise identical samples.
+static void test_window_memory(tiny_model *t, backend_ctx *be, const char *name) {
+    decoder_model *m = &t->m;
+    const int V = t->cfg.vocab_size, W = t->cfg.sliding_window, bs = 4;
+    rollout_config rc;
+    rollout_config_default(&rc);
+    rc.block_size = bs;
+    rc.sampling.temperature = 1.0f;
+    rc.ignore_eos = 1;
+    rc.seed = 11;
+    rc.kv_cache_bytes = 16 << 20;
+    const int wblocks = (W - 1 + bs - 1) / bs + 2;   // a window, plus a block edge while a step writes
+    int peak_w[2] = {0, 0}, peak_f[2] = {0, 0};
+    int64_t peak_b[2] = {0, 0};
+    for (int i = 0; i < 2; i++) {
+        const int lens[] = {6};
+        rollout_prompt pr[1];
+        int32_t **ids = make_prompts(pr, 1, lens, V, 21);
+        rc.max_new_tokens = i == 0 ? 4 * W : 12 * W;
+        rollout_engine *e = rollout_engine_new(m, &rc);
+        rollout_result r;
+        rollout_generate(e, pr, 1, &r);
+        TL_CHECK(r.kv_window_blocks > 0 && r.kv_blocks > 0, "%s: two KV pools (full %d blocks, sliding %d)", name, r.kv_blocks,
+                 r.kv_window_blocks);
+        TL_CHECK(r.kv_bytes == rollout_engine_kv_bytes(e) &&
+                     r.kv_bytes == (int64_t)r.kv_blocks * r.kv_block_bytes + (int64_t)r.kv_window_blocks * r.kv_window_block_bytes &&
+                     r.kv_bytes <= rc.kv_cache_bytes,
+                 "%s: KV accounting: %lld bytes = both pools, within the budget", name, (long long)r.kv_bytes);
+        peak_w[i] = r.kv_window_blocks_peak;
+        peak_f[i] = r.kv_blocks_peak;
+        peak_b[i] = r.kv_bytes_peak;
+        printf("%s: context %d (W=%d, block %d): KV peak %d full-layer blocks, %d sliding-layer blocks, %lld bytes\n", name,
+               lens[0] + rc.max_new_tokens, W, bs, peak_f[i], peak_w[i], (long long)peak_b[i]);
+        rollout_result_free(&r);
+        rollout_engine_free(e);
+        free(ids[0]);
+        free(ids);
+    }
+    TL_CHECK(peak_w[0] <= wblocks && peak_w[1] == peak_w[0], "%s: sliding layers' KV stops growing past the window (%d, %d "
+             "blocks, at most %d)", name, peak_w[0], peak_w[1], wblocks);
+    TL_CHECK(peak_f[1] == (6 + 12 * W - 1 + bs - 1) / bs && peak_f[1] > 2 * peak_f[0],
+             "%s: full layers' KV grows with the context (%d -> %d blocks)", name, peak_f[0], peak_f[1]);
+    // (b) recycling changes no bit; nor does it with preemption
+    const int lens[] = {3, 10, 25, 40, 7, 18};
+    const int NP = 6, N = 3;
+    rollout_prompt pr[6];
+    int32_t **ids = make_prompts(pr, NP, lens, V, 31);
+    rc.n = N;
+    rc.max_new_tokens = 5 * W;
+    rc.sampling.top_p = 0.9f;
+    rollout_engine *e = rollout_engine_new(m, &rc);
+    rollout_result a;
+    rollout_generate(e, pr, NP, &a);
+    rollout_engine_free(e);
+    const int64_t full_bb = kv_cache_block_bytes(t->cfg.num_hidden_layers, t->cfg.num_key_value_heads, t->cfg.head_dim, bs, KV_F32);
+    struct { const char *what; int pool, threads; int64_t kv; } var[] = {
+        {"without recycling (one pool)", 0, 2, 16 << 20},
+        {"recycling, 1 thread", 1, 1, 16 << 20},
+        {"recycling under a budget forcing preemption", 1, 2, 40 * full_bb},
+    };
+    for (size_t vi = 0; vi < sizeof var / sizeof var[0]; vi++) {
+        rollout_config rv = rc;
+        rv.sliding_kv_pool = var[vi].pool;
+        rv.kv_cache_bytes = var[vi].kv;
+        backend_set_threads(be, var[vi].threads);
+        rollout_engine *ev = rollout_engine_new(m, &rv);
+        rollout_result b;
+        rollout_generate(ev, pr, NP, &b);
+        int same = b.n_samples == a.n_samples;
+        for (int i = 0; same && i < b.n_samples; i++) same = same_sample(&a.samples[i], &b.samples[i]);
+        TL_CHECK(same, "%s: identical samples %s", name, var[vi].what);
+        printf("%s: %s: KV peak %lld bytes (with recycling %lld), preempted %lld, prefix hits %lld, cow %lld\n", name,
+               var[vi].what, (long long)b.kv_bytes_peak, (long long)a.kv_bytes_peak, (long long)b.n_preempt,
+               (long long)b.n_prefix_hits, (long long)b.n_cow);
+        if (!var[vi].pool)
+            TL_CHECK(b.kv_window_blocks == 0 && b.kv_bytes_peak > a.kv_bytes_peak,
+                     "%s: recycling lowers the KV peak (%lld -> %lld bytes)", name, (long long)b.kv_bytes_peak,
+                     (long long)a.kv_bytes_peak);
+        if (var[vi].kv != 16 << 20) TL_CHECK(b.n_preempt > 0, "%s: the small budget preempted (%lld)", name, (long long)b.n_preempt);
+        rollout_result_free(&b);
+        rollout_engine_free(ev);
+    }
+    backend_set_threads(be, 2);
+    TL_CHECK(a.n_prefix_hits > 0, "%s: prompts shared across samples (%lld hits)", name, (long long)a.n_prefix_hits);
+    rollout_result_free(&a);
+    for (int p = 0; p < NP; p++) free(ids[p]);
+    free(ids);
+}
+
 int main(void) {
     backend_ctx be;
     backend_init(&be, 2);
@@ -461,7 +621,19 @@ int main(void) {
         tiny_free(&t);
     }
     const char *san = getenv("RLC_SAN");
-    if (san && !strcmp(san, "1")) {   // sanitizer run: the first model covers every path
+    const int small = san && !strcmp(san, "1");
+    {
+        tiny_model t;   // Gemma 3's layer pattern (5 sliding : 1 full) with a window shorter than the sequences
+        tiny_init_window(&t, &be, 300, 64, 128, 6, 4, 2, 16, 1, 256, 4, 11);
+        test_greedy_and_logits(&t, "sliding W=11 gqa2 D16");
+        test_window_memory(&t, &be, "sliding W=11 gqa2 D16");
+        if (!small) {
+            test_logprobs(&t, "sliding W=11 gqa2 D16", 0.8f, -1, 1.0f);
+            test_determinism(&t, &be, "sliding W=11 gqa2 D16", KV_F32);
+        }
+        tiny_free(&t);
+    }
+    if (small) {   // sanitizer run: the first model covers every path
         printf("RLC_SAN=1: second model skipped\n");
         return tl_summary();
     }
