@@ -56,6 +56,7 @@ static void qwen3_06b(model_config *c) {
     c->max_window_layers = 28;
     c->initializer_range = 0.02f;
     snprintf(c->torch_dtype, sizeof c->torch_dtype, "float32");
+    model_config_finalize(c);
 }
 
 // Uniform(-a, a) weights with std 0.02 (matrices), ones (norms); parallel, seeded per chunk.

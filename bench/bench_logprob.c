@@ -59,6 +59,7 @@ static void qwen3_06b(model_config *c) {
     c->eos_token_id = 151645; c->eos_token_ids[0] = 151645; c->n_eos_token_ids = 1; c->sliding_window = -1;
     c->max_window_layers = 28; c->initializer_range = 0.02f;
     snprintf(c->torch_dtype, sizeof c->torch_dtype, "float32");
+    model_config_finalize(c);
 }
 
 int main(int argc, char **argv) {

@@ -15,6 +15,8 @@ typedef struct {
     int n_seqs;
     int32_t *cu;   // (n_seqs+1)
     int nh, nkv, D;
+    float scale;                 // softmax scale (D^-1/2 unless a case sets another)
+    int window;                  // sliding window (0: plain causal)
     int64_t T;
     float *q, *k, *v, *dout;     // (T, nh*D), (T, nkv*D) x2, (T, nh*D)
     float *dq0, *dk0, *dv0;      // initial gradient contents (tests +=)
@@ -23,6 +25,7 @@ typedef struct {
 static void case_init(att_case *c, const char *name, const int *lens, int n, int nh, int nkv, int D, uint64_t seed) {
     memset(c, 0, sizeof *c);
     c->name = name; c->n_seqs = n; c->nh = nh; c->nkv = nkv; c->D = D;
+    c->scale = 1.0f / sqrtf((float)D);
     c->cu = malloc((size_t)(n + 1) * sizeof(int32_t));
     c->cu[0] = 0;
     for (int s = 0; s < n; s++) c->cu[s + 1] = c->cu[s] + lens[s];
@@ -60,13 +63,19 @@ static void run(att_res *r, const att_case *c, int fast) {
     int64_t nq = c->T * c->nh * c->D, nk = c->T * c->nkv * c->D;
     memcpy(r->dq, c->dq0, (size_t)nq * 4); memcpy(r->dk, c->dk0, (size_t)nk * 4); memcpy(r->dv, c->dv0, (size_t)nk * 4);
     if (fast) {
-        attention_forward(r->out, r->lse, c->q, c->k, c->v, c->cu, c->n_seqs, c->nh, c->nkv, c->D);
-        attention_backward(r->dq, r->dk, r->dv, c->dout, r->out, r->lse, c->q, c->k, c->v, c->cu, c->n_seqs, c->nh,
-                           c->nkv, c->D);
+        if (c->window == 0 && c->scale == 1.0f / sqrtf((float)c->D)) {   // the plain entry points
+            attention_forward(r->out, r->lse, c->q, c->k, c->v, c->cu, c->n_seqs, c->nh, c->nkv, c->D);
+            attention_backward(r->dq, r->dk, r->dv, c->dout, r->out, r->lse, c->q, c->k, c->v, c->cu, c->n_seqs, c->nh,
+                               c->nkv, c->D);
+        } else {
+            attention_forward_sw(r->out, r->lse, c->q, c->k, c->v, c->cu, c->n_seqs, c->nh, c->nkv, c->D, c->scale, c->window);
+            attention_backward_sw(r->dq, r->dk, r->dv, c->dout, r->out, r->lse, c->q, c->k, c->v, c->cu, c->n_seqs, c->nh,
+                                  c->nkv, c->D, c->scale, c->window);
+        }
     } else {
-        attention_forward_ref(r->out, r->lse, c->q, c->k, c->v, c->cu, c->n_seqs, c->nh, c->nkv, c->D);
-        attention_backward_ref(r->dq, r->dk, r->dv, c->dout, r->out, r->lse, c->q, c->k, c->v, c->cu, c->n_seqs,
-                               c->nh, c->nkv, c->D);
+        attention_forward_sw_ref(r->out, r->lse, c->q, c->k, c->v, c->cu, c->n_seqs, c->nh, c->nkv, c->D, c->scale, c->window);
+        attention_backward_sw_ref(r->dq, r->dk, r->dv, c->dout, r->out, r->lse, c->q, c->k, c->v, c->cu, c->n_seqs,
+                                  c->nh, c->nkv, c->D, c->scale, c->window);
     }
 }
 
@@ -149,7 +158,8 @@ static void torch_queue(const att_case *c, const att_res *fast, const att_res *r
 #undef DUP
     j->dir = tl_tmpdir("attn");
     char meta[128];
-    int ml = snprintf(meta, sizeof meta, "%lld %d %d %d %d\n", (long long)c->T, c->nh, c->nkv, c->D, c->n_seqs);
+    int ml = snprintf(meta, sizeof meta, "%lld %d %d %d %d %.9g %d\n", (long long)c->T, c->nh, c->nkv, c->D, c->n_seqs,
+                      (double)c->scale, c->window);
     int bad = write_raw(j->dir, "meta.txt", meta, (size_t)ml) | write_raw(j->dir, "cu.i32", c->cu, (size_t)(c->n_seqs + 1) * 4) |
               write_raw(j->dir, "q.f32", c->q, (size_t)nq * 4) | write_raw(j->dir, "k.f32", c->k, (size_t)nk * 4) |
               write_raw(j->dir, "v.f32", c->v, (size_t)nk * 4) | write_raw(j->dir, "dout.f32", c->dout, (size_t)nq * 4);
@@ -392,6 +402,41 @@ int main(void) {
         case_init(&c, "lens{19,1,40} nh3 nkv1 D40", lens, 3, 3, 1, 40, 9);
         run_case(&c, 1, 1);
         case_free(&c);
+    }
+    {   // sliding windows shorter than the sequences, edges crossing the 64-key block boundaries, packed;
+        // a non-default scale (Gemma 3: query_pre_attn_scalar^-1/2) -- one-pass backward
+        const int lens[] = {300, 5, 130, 77, 64, 1, 200};
+        case_init(&c, "window 37 lens{300,5,130,77,64,1,200} nh4 nkv2 D64 scale 0.1", lens, 7, 4, 2, 64, 21);
+        c.window = 37;
+        c.scale = 0.1f;
+        run_case(&c, 1, 1);
+        case_free(&c);
+    }
+    {   // window 64 == the block size, one dominant sequence (two-pass backward), GQA 4, D 40 (vector tails)
+        const int lens[] = {290, 3};
+        case_init(&c, "window 64 lens{290,3} nh4 nkv1 D40", lens, 2, 4, 1, 40, 22);
+        c.window = 64;
+        run_case(&c, 1, 1);
+        case_free(&c);
+    }
+    {   // window 2 (each query sees itself and one key before; window 1 would make dq and dk exactly 0, a
+        // relative error against zero) and a window longer than every sequence (== causal)
+        const int lens[] = {70, 9, 129};
+        case_init(&c, "window 2 lens{70,9,129} nh2 nkv2 D16", lens, 3, 2, 2, 16, 23);
+        c.window = 2;
+        run_case(&c, 1, 1);
+        case_free(&c);
+        case_init(&c, "window 500 lens{70,9,129} nh2 nkv2 D16", lens, 3, 2, 2, 16, 24);
+        c.window = 500;
+        run_case(&c, 0, 1);
+        case_free(&c);
+    }
+    {   // random windows and lengths, many sequences
+        int *lens = rand_lens(&r, 6, 1, small ? 90 : 260);
+        case_init(&c, "window 100 6 seqs nh6 nkv3 D32", lens, 6, 6, 3, 32, 25);
+        c.window = 100;
+        run_case(&c, 1, 1);
+        case_free(&c); free(lens);
     }
     {   // many short sequences
         int *lens = rand_lens(&r, 60, 1, 6);

@@ -578,6 +578,128 @@ static void test_kexp(void) {
     TL_CHECK(isinf(k_expf(100.0f)) && isnan(k_expf(NAN)) && k_expf(0.0f) == 1.0f, "k_expf: inf, nan, exp(0) = 1");
 }
 
+// ---- the other families' kernels: (1 + w) RMSNorm, GeGLU, biases ------------------------------------------
+static void test_families_kernels(oracle *o, tl_rng *r) {
+    char nm[128];
+    {   // Gemma's x_hat * (1 + w): weights around 0 (stored as an offset)
+        const int64_t R = g_san ? 70 : 200, C = 96;
+        const float eps = 1e-6f;
+        float *x = randn(r, R * C, 1.5f), *w = randn(r, C, 0.3f), *dout = randn(r, R * C, 1);
+        float *out = zeros(R * C), *rs = zeros(R), *outr = zeros(R * C), *rsr = zeros(R);
+        rmsnorm_forward_off(out, rs, x, w, 1.0f, R, C, eps);
+        rmsnorm_forward_off_ref(outr, rsr, x, w, 1.0f, R, C, eps);
+        tl_check_close("rmsnorm (1+w) fwd vs ref", out, outr, R * C, TOL_FWD);
+        float *dx0 = randn(r, R * C, 1), *dw0 = randn(r, C, 1);
+        float *dx = dup(dx0, R * C), *dw = dup(dw0, C), *dxr = dup(dx0, R * C), *dwr = dup(dw0, C);
+        rmsnorm_backward_off(dx, dw, dout, x, w, 1.0f, rs, R, C);
+        rmsnorm_backward_off_ref(dxr, dwr, dout, x, w, 1.0f, rsr, R, C);
+        tl_check_close("rmsnorm (1+w) dinp (+=) vs ref", dx, dxr, R * C, TOL_GRAD);
+        tl_check_close("rmsnorm (1+w) dw (+=) vs ref", dw, dwr, C, TOL_GRAD);
+        // w_off 0 is the plain norm, bit for bit
+        float *o0 = zeros(R * C), *o1 = zeros(R * C);
+        rmsnorm_forward_off(o0, NULL, x, w, 0.0f, R, C, eps);
+        rmsnorm_forward(o1, NULL, x, w, R, C, eps);
+        TL_CHECK(bit_equal(o0, o1, R * C), "rmsnorm_forward_off(w_off 0) == rmsnorm_forward bitwise");
+        float *dxf = zeros(R * C), *dwf = zeros(C);
+        rmsnorm_backward_off(dxf, dwf, dout, x, w, 1.0f, rs, R, C);
+        or_case(o, "rms1p rmsnorm1p rows=%lld C=%lld eps=%.9g", (long long)R, (long long)C, (double)eps);
+        or_f32(o, "rms1p", "inp", x, R * C); or_f32(o, "rms1p", "w", w, C); or_f32(o, "rms1p", "dout", dout, R * C);
+        or_expect(o, "rms1p", "out", out, R * C, TOL_FWD);
+        or_expect(o, "rms1p", "dinp", dxf, R * C, TOL_GRAD);
+        or_expect(o, "rms1p", "dw", dwf, C, TOL_GRAD);
+        free(x); free(w); free(dout); free(out); free(rs); free(outr); free(rsr); free(dx0); free(dw0); free(dx); free(dw);
+        free(dxr); free(dwr); free(o0); free(o1); free(dxf); free(dwf);
+    }
+    {   // GeGLU, including the saturated ends
+        const int64_t n = 10007;
+        float *g = randn(r, n, 3), *u = randn(r, n, 1), *dout = randn(r, n, 1);
+        g[0] = -100.0f; g[1] = 100.0f; g[2] = 0.0f; g[3] = -20.0f; g[4] = -4.0f;
+        float *out = zeros(n), *want = zeros(n);
+        geglu_forward(out, g, u, n);
+        geglu_forward_ref(want, g, u, n);
+        tl_check_close("geglu fwd vs ref", out, want, n, TOL_FWD);
+        float *dg0 = randn(r, n, 1), *du0 = randn(r, n, 1), *dg = dup(dg0, n), *du = dup(du0, n), *dgr = dup(dg0, n), *dur = dup(du0, n);
+        geglu_backward(dg, du, dout, g, u, n);
+        geglu_backward_ref(dgr, dur, dout, g, u, n);
+        tl_check_close("geglu dgate (+=) vs ref", dg, dgr, n, TOL_GRAD);
+        tl_check_close("geglu dup (+=) vs ref", du, dur, n, TOL_GRAD);
+        float *dgf = zeros(n), *duf = zeros(n);
+        geglu_backward(dgf, duf, dout, g, u, n);
+        or_case(o, "gg geglu n=%lld", (long long)n);
+        or_f32(o, "gg", "gate", g, n); or_f32(o, "gg", "up", u, n); or_f32(o, "gg", "dout", dout, n);
+        or_expect(o, "gg", "out", out, n, TOL_FWD);
+        or_expect(o, "gg", "dgate", dgf, n, TOL_GRAD);
+        or_expect(o, "gg", "dup", duf, n, TOL_GRAD);
+        free(g); free(u); free(dout); free(out); free(want); free(dg0); free(du0); free(dg); free(du); free(dgr); free(dur);
+        free(dgf); free(duf);
+    }
+    {   // biases: out += b on every row; db += column sums, the same for 1 and 2 threads
+        const int64_t T = 333, OC = 70;
+        float *x = randn(r, T * OC, 1), *b = randn(r, OC, 1), *dout = randn(r, T * OC, 1);
+        float *out = dup(x, T * OC);
+        bias_forward(out, b, T, OC);
+        int ok = 1;
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t c = 0; c < OC; c++) ok &= out[t * OC + c] == x[t * OC + c] + b[c];
+        TL_CHECK(ok, "bias_forward out = x + b (exact)");
+        float *db0 = randn(r, OC, 1), *db = dup(db0, OC), *dbr = dup(db0, OC);
+        bias_backward(db, dout, T, OC);
+        bias_backward_ref(dbr, dout, T, OC);
+        tl_check_close("bias db (+=) vs ref", db, dbr, OC, TOL_GRAD);
+        float *d1 = zeros(OC), *d2 = zeros(OC);
+        int nth = omp_get_max_threads();
+        bias_backward(d2, dout, T, OC);
+        omp_set_num_threads(1);
+        bias_backward(d1, dout, T, OC);
+        omp_set_num_threads(nth);
+        TL_CHECK(bit_equal(d1, d2, OC), "bias_backward bit-identical for 1 and %d threads", nth);
+        or_case(o, "bias bias T=%lld OC=%lld", (long long)T, (long long)OC);
+        or_f32(o, "bias", "x", x, T * OC); or_f32(o, "bias", "b", b, OC); or_f32(o, "bias", "dout", dout, T * OC);
+        or_expect(o, "bias", "out", out, T * OC, TOL_FWD);
+        or_expect(o, "bias", "db", d2, OC, TOL_GRAD);
+        free(x); free(b); free(dout); free(out); free(db0); free(db); free(dbr); free(d1); free(d2);
+    }
+    {   // final-logit soft-capping inside the streamed head (cap 5 squeezes logits of a few units hard)
+        const int64_t T = g_san ? 60 : 300, H = 32, V = 4133;
+        const float temp = 0.7f, cap = 5.0f;
+        float *h = randn(r, T * H, 1), *w = randn(r, V * H, 0.5f), *dlogp = randn(r, T, 1), *dent = randn(r, T, 1);
+        int32_t *tg = make_targets(r, T, V);
+        float *lp = zeros(T), *en = zeros(T), *ls = zeros(T), *lpr = zeros(T), *enr = zeros(T), *lsr = zeros(T);
+        logprob_head_forward_cap(lp, en, ls, h, w, tg, T, H, V, temp, cap);
+        logprob_head_forward_cap_ref(lpr, enr, lsr, h, w, tg, T, H, V, temp, cap);
+        tl_check_close("head softcap logp vs ref", lp, lpr, T, TOL_FWD);
+        tl_check_close("head softcap entropy vs ref", en, enr, T, TOL_FWD);
+        tl_check_close("head softcap lse vs ref", ls, lsr, T, TOL_FWD);
+        for (int ent = 0; ent <= 1; ent++) {
+            float *dh = zeros(T * H), *dw = zeros(V * H), *dhr = zeros(T * H), *dwr = zeros(V * H);
+            logprob_head_backward_cap(dh, dw, dlogp, ent ? dent : NULL, ent ? en : NULL, h, w, tg, ls, T, H, V, temp, cap);
+            logprob_head_backward_cap_ref(dhr, dwr, dlogp, ent ? dent : NULL, h, w, tg, lsr, T, H, V, temp, cap);
+            snprintf(nm, sizeof nm, "head softcap dhidden vs ref (entropy %d)", ent);
+            tl_check_close(nm, dh, dhr, T * H, TOL_GRAD);
+            snprintf(nm, sizeof nm, "head softcap dw vs ref (entropy %d)", ent);
+            tl_check_close(nm, dw, dwr, V * H, TOL_GRAD);
+            if (ent) {
+                or_case(o, "hcap head T=%lld H=%lld V=%lld temperature=%.9g entropy=1 softcap=%.9g", (long long)T, (long long)H,
+                        (long long)V, (double)temp, (double)cap);
+                or_f32(o, "hcap", "hidden", h, T * H); or_f32(o, "hcap", "w", w, V * H); or_i32(o, "hcap", "targets", tg, T);
+                or_f32(o, "hcap", "dlogp", dlogp, T); or_f32(o, "hcap", "dentropy", dent, T);
+                or_expect(o, "hcap", "logp", lp, T, TOL_FWD);
+                or_expect(o, "hcap", "entropy", en, T, TOL_FWD);
+                or_expect(o, "hcap", "dhidden", dh, T * H, TOL_GRAD);
+                or_expect(o, "hcap", "dw", dw, V * H, TOL_GRAD);
+            }
+            free(dh); free(dw); free(dhr); free(dwr);
+        }
+        // cap 0 is the plain head, bit for bit
+        float *lp0 = zeros(T), *lp1 = zeros(T);
+        logprob_head_forward_cap(lp0, NULL, NULL, h, w, tg, T, H, V, temp, 0.0f);
+        logprob_head_forward(lp1, NULL, NULL, h, w, tg, T, H, V, temp);
+        TL_CHECK(bit_equal(lp0, lp1, T), "logprob_head_forward_cap(cap 0) == logprob_head_forward bitwise");
+        free(h); free(w); free(dlogp); free(dent); free(tg); free(lp); free(en); free(ls); free(lpr); free(enr); free(lsr);
+        free(lp0); free(lp1);
+    }
+}
+
 int main(void) {
     const char *san = getenv("RLC_SAN");
     g_san = san && strcmp(san, "1") == 0;
@@ -594,6 +716,7 @@ int main(void) {
     test_rope(&o, &r);
     test_swiglu(&o, &r);
     test_head(&o, &r);
+    test_families_kernels(&o, &r);
     double t1 = rlc_now();
     or_run(&o);
     printf("kernels: %.1f s in C, %.1f s in the torch reference\n", t1 - t0, rlc_now() - t1);

@@ -52,6 +52,7 @@ static void make_config(model_config *c, const tcase *tc) {
     c->max_window_layers = tc->L;
     c->initializer_range = 0.02f;
     snprintf(c->torch_dtype, sizeof c->torch_dtype, "float32");
+    model_config_finalize(c);
 }
 
 // Weights scaled so that activations stay O(1) and logits spread over a few units.

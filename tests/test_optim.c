@@ -23,6 +23,7 @@ static void tiny_config(model_config *c) {
     c->vocab_size = 37; c->hidden_size = 16; c->intermediate_size = 24; c->num_hidden_layers = 2;
     c->num_attention_heads = 2; c->num_key_value_heads = 1; c->head_dim = 8; c->max_position_embeddings = 64;
     c->rms_norm_eps = 1e-6f; c->rope_theta = 10000; c->tie_word_embeddings = 0;
+    model_config_finalize(c);
 }
 
 static void write_floats(const char *dir, const char *name, const float *x, int64_t n) {

@@ -27,6 +27,8 @@ typedef struct {
     decoder_model m;
 } tiny_model;
 
+static void tiny_build(tiny_model *t, backend_ctx *be, uint64_t seed);
+
 // window > 0: Gemma 3's layer pattern, every 6th layer full and the others sliding with that window.
 static void tiny_init_window(tiny_model *t, backend_ctx *be, int V, int H, int I, int L, int nh, int nkv, int D, int tied,
                              int max_pos, uint64_t seed, int window) {
@@ -51,14 +53,30 @@ static void tiny_init_window(tiny_model *t, backend_ctx *be, int V, int H, int I
     c->max_window_layers = L;
     c->initializer_range = 0.02f;
     snprintf(c->torch_dtype, sizeof c->torch_dtype, "float32");
+    model_config_finalize(c);
+    tiny_build(t, be, seed);
+}
+
+// A tiny model of any family from config.json text (model_config_parse).
+static void tiny_init_json(tiny_model *t, backend_ctx *be, const char *json, uint64_t seed) {
+    memset(t, 0, sizeof *t);
+    model_config_parse(&t->cfg, json, "tiny config.json");
+    tiny_build(t, be, seed);
+}
+
+// Random weights for t->cfg: activations O(1), logits spread over a few units.
+static void tiny_build(tiny_model *t, backend_ctx *be, uint64_t seed) {
+    const model_config *c = &t->cfg;
     param_layout_init(&t->pl, c);
     param_set_init(&t->ps, &t->pl);
     tl_rng r;
     tl_rng_init(&r, seed);
-    for (int i = 0; i < t->pl.n_tensors; i++) {   // activations O(1), logits spread over a few units
+    for (int i = 0; i < t->pl.n_tensors; i++) {
         const param_tensor *pt = &t->pl.tensors[i];
         float *p = t->ps.data + pt->offset;
-        if (pt->ndim == 1) for (int64_t j = 0; j < pt->numel; j++) p[j] = 1.0f + tl_normal(&r, 0.2f);
+        // norms: gain ~1 (Gemma's (1+w) norms store the offset w, so w ~ 0); biases ~0.2
+        const float base1 = !strstr(pt->name, "norm") ? 0.f : c->norm_plus_one ? 0.f : 1.f;
+        if (pt->ndim == 1) for (int64_t j = 0; j < pt->numel; j++) p[j] = base1 + tl_normal(&r, 0.2f);
         else if (strstr(pt->name, "embed_tokens")) tl_fill_normal(&r, p, pt->numel, 2.0f / sqrtf((float)pt->shape[1]));
         else tl_fill_normal(&r, p, pt->numel, (strstr(pt->name, "lm_head") ? 2.0f : 0.7f) / sqrtf((float)pt->shape[1]));
     }
@@ -97,20 +115,26 @@ static int has_sliding(const model_config *c) {
     return 0;
 }
 
-// Uncached reference over toks (T): final-normed hidden (T, H). Without sliding layers, the decoder's own full
-// forward; with them, the decoder's per-layer pieces (q/k/v with norms and RoPE, o_proj + MLP) around a dense
-// masked attention in double: query t sees keys t - W < u <= t on LAYER_SLIDING layers, u <= t on the others.
+// The uncached reference over toks (T): final-normed hidden (T, H) of the decoder's full forward (its flash
+// attention applies the sliding windows).
 static void ref_hidden(decoder_model *m, const int32_t *toks, int64_t T, float *hidden) {
+    int32_t cu[2] = {0, (int32_t)T};
+    int32_t *pos = malloc((size_t)T * 4);
+    decoder_batch b = {T, 1, toks, cu, pos, 0};
+    decoder_batch_positions(&b);
+    decoder_forward(m, NULL, &b, hidden);
+    free(pos);
+}
+
+// A second uncached reference, independent of both the engine's and the decoder's attention: the decoder's
+// per-layer pieces (q/k/v with biases, norms and RoPE; o_proj + MLP) around a dense masked attention in
+// double: query t sees keys t - W < u <= t on sliding layers (decoder_layer_window), u <= t on the others.
+static void masked_hidden(decoder_model *m, const int32_t *toks, int64_t T, float *hidden) {
     const model_config *c = m->cfg;
     int32_t cu[2] = {0, (int32_t)T};
     int32_t *pos = malloc((size_t)T * 4);
     decoder_batch b = {T, 1, toks, cu, pos, 0};
     decoder_batch_positions(&b);
-    if (!has_sliding(c)) {
-        decoder_forward(m, NULL, &b, hidden);
-        free(pos);
-        return;
-    }
     const int64_t H = c->hidden_size, nh = c->num_attention_heads, nkv = c->num_key_value_heads, D = c->head_dim;
     float *x = malloc((size_t)(T * H) * 4), *q = malloc((size_t)(T * nh * D) * 4), *att = malloc((size_t)(T * nh * D) * 4);
     float *k = malloc((size_t)(T * nkv * D) * 4), *v = malloc((size_t)(T * nkv * D) * 4);
@@ -118,7 +142,7 @@ static void ref_hidden(decoder_model *m, const int32_t *toks, int64_t T, float *
     decoder_embed(m, x, toks, T);
     for (int l = 0; l < c->num_hidden_layers; l++) {
         decoder_layer_qkv(m, l, x, pos, T, q, k, v);
-        const int64_t W = c->layer_types[l] == LAYER_SLIDING ? c->sliding_window : 0;
+        const int64_t W = decoder_layer_window(c, l);
         for (int64_t t = 0; t < T; t++)
             for (int64_t h = 0; h < nh; h++) {
                 const int64_t g = h / (nh / nkv), u0 = W > 0 && t - W + 1 > 0 ? t - W + 1 : 0;
@@ -247,23 +271,8 @@ static void test_logprobs(tiny_model *t, const char *name, float temp, int top_k
         decoder_batch b = {T, 1, toks, cu, pos, 0};
         decoder_batch_positions(&b);
         float *lp = malloc((size_t)T * 4);
-        if (!has_sliding(&t->cfg)) {
-            decoder_forward(m, NULL, &b, NULL);
-            decoder_logprob(m, NULL, &b, tg, temp > 0 ? temp : 1.f, lp, NULL);
-        } else {   // the masked reference's hidden states, log_softmax(logits / temp) in double
-            const int64_t H = t->cfg.hidden_size;
-            float *hid = malloc((size_t)(T * H) * 4), *lg = malloc((size_t)V * 4);
-            ref_hidden(m, toks, T, hid);
-            const double tt = temp > 0 ? temp : 1.0;
-            for (int64_t j = P - 1; j + 1 < T; j++) {
-                decoder_logits(m, lg, hid + j * H, 1);
-                double mx = -INFINITY, se = 0;
-                for (int c = 0; c < V; c++) mx = fmax(mx, lg[c] / tt);
-                for (int c = 0; c < V; c++) se += exp(lg[c] / tt - mx);
-                lp[j] = (float)(lg[tg[j]] / tt - mx - log(se));
-            }
-            free(hid); free(lg);
-        }
+        decoder_forward(m, NULL, &b, NULL);
+        decoder_logprob(m, NULL, &b, tg, temp > 0 ? temp : 1.f, lp, NULL);
         for (int64_t k = 0; k < s->len; k++) {
             la[ntok] = lp[P - 1 + k];
             lr[ntok] = s->logprobs[k];
@@ -604,6 +613,46 @@ static void test_window_memory(tiny_model *t, backend_ctx *be, const char *name)
     free(ids);
 }
 
+// The decoder's windowed forward (the engine tests' reference) == the dense masked reference, past the window.
+static void test_masked_reference(tiny_model *t, const char *name) {
+    const int64_t T = 70, H = t->cfg.hidden_size;
+    int32_t *toks = malloc((size_t)T * 4);
+    for (int64_t i = 0; i < T; i++) toks[i] = (int32_t)((i * 37 + 5) % t->cfg.vocab_size);
+    float *a = malloc((size_t)(T * H) * 4), *b = malloc((size_t)(T * H) * 4);
+    ref_hidden(&t->m, toks, T, a);
+    masked_hidden(&t->m, toks, T, b);
+    char what[128];
+    snprintf(what, sizeof what, "%s: decoder forward vs dense masked reference (T=%lld, W=%d)", name, (long long)T,
+             t->cfg.sliding_window);
+    // fp32 flash attention and BLAS products vs a double attention on the same pieces: 1e-5
+    tl_check_close(what, a, b, T * H, 1e-5);
+    printf("%s: rel err %.3g\n", what, tl_rel_err(a, b, T * H, NULL));
+    free(toks); free(a); free(b);
+}
+
+// One tiny config per family (config.json as transformers writes it), with windows shorter than the sequences
+// the engine tests generate (prompts up to 40, 20-60 new tokens).
+static const struct { const char *name, *json; } FAMILIES[] = {
+    {"qwen2 (q/k/v biases)", "{\"model_type\":\"qwen2\",\"vocab_size\":301,\"hidden_size\":64,\"intermediate_size\":96,"
+     "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"num_key_value_heads\":2,\"max_position_embeddings\":256,"
+     "\"rms_norm_eps\":1e-6,\"rope_theta\":1000000.0,\"tie_word_embeddings\":true,\"use_sliding_window\":false,"
+     "\"sliding_window\":32768,\"max_window_layers\":21}"},
+    {"llama (llama3 RoPE, attention and MLP biases)", "{\"model_type\":\"llama\",\"vocab_size\":259,\"hidden_size\":64,"
+     "\"intermediate_size\":112,\"num_hidden_layers\":2,\"num_attention_heads\":4,\"num_key_value_heads\":1,\"head_dim\":32,"
+     "\"max_position_embeddings\":256,\"rms_norm_eps\":1e-5,\"rope_theta\":500000.0,\"rope_scaling\":{\"factor\":32.0,"
+     "\"high_freq_factor\":4.0,\"low_freq_factor\":1.0,\"original_max_position_embeddings\":64,\"rope_type\":\"llama3\"},"
+     "\"tie_word_embeddings\":false,\"attention_bias\":true,\"mlp_bias\":true}"},
+    {"mistral (every layer sliding, W=13)", "{\"model_type\":\"mistral\",\"vocab_size\":233,\"hidden_size\":48,"
+     "\"intermediate_size\":80,\"num_hidden_layers\":2,\"num_attention_heads\":4,\"num_key_value_heads\":2,\"head_dim\":16,"
+     "\"max_position_embeddings\":256,\"rms_norm_eps\":1e-5,\"rope_theta\":10000.0,\"sliding_window\":13,"
+     "\"tie_word_embeddings\":false}"},
+    {"gemma3_text (5:1 sliding W=11, query_pre_attn_scalar, soft-cap)", "{\"model_type\":\"gemma3_text\",\"vocab_size\":271,"
+     "\"hidden_size\":64,\"intermediate_size\":96,\"num_hidden_layers\":6,\"num_attention_heads\":4,\"num_key_value_heads\":1,"
+     "\"head_dim\":16,\"max_position_embeddings\":256,\"rms_norm_eps\":1e-6,\"rope_theta\":1000000.0,"
+     "\"rope_local_base_freq\":10000.0,\"sliding_window\":11,\"sliding_window_pattern\":6,\"query_pre_attn_scalar\":24,"
+     "\"final_logit_softcapping\":5.0,\"hidden_activation\":\"gelu_pytorch_tanh\",\"tie_word_embeddings\":true}"},
+};
+
 int main(void) {
     backend_ctx be;
     backend_init(&be, 2);
@@ -625,12 +674,21 @@ int main(void) {
     {
         tiny_model t;   // Gemma 3's layer pattern (5 sliding : 1 full) with a window shorter than the sequences
         tiny_init_window(&t, &be, 300, 64, 128, 6, 4, 2, 16, 1, 256, 4, 11);
+        test_masked_reference(&t, "sliding W=11 gqa2 D16");
         test_greedy_and_logits(&t, "sliding W=11 gqa2 D16");
         test_window_memory(&t, &be, "sliding W=11 gqa2 D16");
         if (!small) {
             test_logprobs(&t, "sliding W=11 gqa2 D16", 0.8f, -1, 1.0f);
             test_determinism(&t, &be, "sliding W=11 gqa2 D16", KV_F32);
         }
+        tiny_free(&t);
+    }
+    for (size_t fi = 0; fi < sizeof FAMILIES / sizeof FAMILIES[0]; fi++) {
+        tiny_model t;
+        tiny_init_json(&t, &be, FAMILIES[fi].json, 10 + fi);
+        if (has_sliding(&t.cfg)) test_masked_reference(&t, FAMILIES[fi].name);
+        test_greedy_and_logits(&t, FAMILIES[fi].name);
+        if (!small) test_logprobs(&t, FAMILIES[fi].name, 0.7f, -1, 1.0f);
         tiny_free(&t);
     }
     if (small) {   // sanitizer run: the first model covers every path

@@ -1,4 +1,4 @@
-// checkpoint.c: load/save HF Qwen3 model directories.
+// checkpoint.c: load/save HF model directories of every decoder family (tensor names from params.c).
 #include "io/checkpoint.h"
 
 #include <errno.h>
@@ -23,15 +23,16 @@ void checkpoint_load_weights(const char *dir, param_set *ps) {
         const st_tensor *t = d.entries[i].t;
         if (param_layout_find(pl, t->name) >= 0) continue;
         if (pl->cfg.tie_word_embeddings && strcmp(t->name, "lm_head.weight") == 0) continue;  // tied: ignored
-        rlc_die("%s: tensor '%s' is not a parameter of this Qwen3 config (unexpected tensor)",
-                d.files[d.entries[i].file].path, t->name);
+        rlc_die("%s: tensor '%s' is not a parameter of this %s config.json (unexpected tensor%s)",
+                d.files[d.entries[i].file].path, t->name, pl->cfg.model_type,
+                strstr(t->name, ".bias") ? "; the config asks for no such bias" : "");
     }
     for (int i = 0; i < pl->n_tensors; i++) {
         const param_tensor *p = &pl->tensors[i];
         const char *path = NULL;
         const st_tensor *t = st_dir_find(&d, p->name, &path);
         shape_str(a, sizeof a, p->ndim, p->shape);
-        if (!t) rlc_die("%s: tensor '%s' is missing (expected shape %s from config.json)", dir, p->name, a);
+        if (!t) rlc_die("%s: tensor '%s' is missing (expected shape %s from the %s config.json)", dir, p->name, a, pl->cfg.model_type);
         if (t->dtype != ST_F32 && t->dtype != ST_BF16 && t->dtype != ST_F16 && t->dtype != ST_F64)
             rlc_die("%s: tensor '%s' has dtype %s; expected F32, BF16 or F16", path, p->name, st_dtype_name(t->dtype));
         int same = t->ndim == p->ndim;

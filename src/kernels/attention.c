@@ -46,6 +46,16 @@
 #define ATT_BK_MAX 64
 #endif
 
+// "No window": larger than any key offset, small enough that lim - ATT_NO_WINDOW stays inside int32.
+#define ATT_NO_WINDOW (1 << 30)
+static int64_t win_of(int window) { return window > 0 ? window : ATT_NO_WINDOW; }
+// First key of the key-block grid (blocks of Bk from s0) that query t0 can see with window win.
+static int64_t first_key_block(int64_t s0, int64_t t0, int64_t win, int Bk) {
+    int64_t lo = t0 - win + 1;
+    if (lo <= s0) return s0;
+    return s0 + ((lo - s0) / Bk) * Bk;
+}
+
 // ---- argument checks --------------------------------------------------------------------------------------
 static int64_t att_check(const int32_t *cu, int n_seqs, int nh, int nkv, int D) {
     CHECK(cu != NULL && n_seqs >= 0, "attention: cu_seqlens=%p n_seqs=%d", (const void *)cu, n_seqs);
@@ -247,16 +257,21 @@ static void row_copy_scaled(float *y, const float *x, int n, float a) {
 // Column ops on a transposed score tile ST (nk keys x M query rows, row stride ld). Query row r sees key
 // column... key c of the tile iff c <= lim0 + rq[r] (lim0 = t0 - k0, rq[r] = r / g: the causal mask).
 //
+// With a sliding window of win keys, key c is also required to satisfy c > lim - win (llo = lim - win); without
+// one, win is ATT_NO_WINDOW, far above any offset, so the bound always holds.
+#define VIS(lm, lim, llo, c) \
+    _mm512_mask_cmplt_epi32_mask(_mm512_mask_cmpge_epi32_mask((lm), (lim), _mm512_set1_epi32(c)), (llo), _mm512_set1_epi32(c))
 // Forward online-softmax step: m, l (M) running max and sum; al (M) gets the factor exp(m_old - m_new) that
 // rescales the output rows; ST becomes P = exp(S - m_new), 0 where masked.
-static void cols_softmax_step(float *ST, int nk, int64_t M, int64_t ld, int64_t lim0, const int32_t *rq, float *m,
-                              float *l, float *al) {
+static void cols_softmax_step(float *ST, int nk, int64_t M, int64_t ld, int64_t lim0, int64_t win, const int32_t *rq,
+                              float *m, float *l, float *al) {
     for (int64_t r0 = 0; r0 < M; r0 += 16) {
         const __mmask16 lm = tail_mask(M - r0);
         const __m512i lim = _mm512_add_epi32(_mm512_set1_epi32((int)lim0), _mm512_maskz_loadu_epi32(lm, rq + r0));
+        const __m512i llo = _mm512_sub_epi32(lim, _mm512_set1_epi32((int)win));
         __m512 mb = _mm512_set1_ps(-INFINITY);
         for (int c = 0; c < nk; c++) {
-            __mmask16 ok = _mm512_mask_cmpge_epi32_mask(lm, lim, _mm512_set1_epi32(c));
+            __mmask16 ok = VIS(lm, lim, llo, c);
             mb = _mm512_mask_max_ps(mb, ok, mb, _mm512_maskz_loadu_ps(ok, ST + c * ld + r0));
         }
         const __m512 mo = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), lm, m + r0);
@@ -264,7 +279,7 @@ static void cols_softmax_step(float *ST, int nk, int64_t M, int64_t ld, int64_t 
         const __m512 a = v_exp(_mm512_sub_ps(mo, mn));   // exp(-inf) = 0 on the first block
         __m512 sum = _mm512_setzero_ps();
         for (int c = 0; c < nk; c++) {
-            __mmask16 ok = _mm512_mask_cmpge_epi32_mask(lm, lim, _mm512_set1_epi32(c));
+            __mmask16 ok = VIS(lm, lim, llo, c);
             float *p = ST + c * ld + r0;
             __m512 e = _mm512_maskz_mov_ps(ok, v_exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(ok, p), mn)));
             sum = _mm512_add_ps(sum, e);
@@ -276,13 +291,15 @@ static void cols_softmax_step(float *ST, int nk, int64_t M, int64_t ld, int64_t 
     }
 }
 // Backward: ST becomes P = exp(S - lse), 0 where masked.
-static void cols_probs(float *ST, int nk, int64_t M, int64_t ld, int64_t lim0, const int32_t *rq, const float *lse) {
+static void cols_probs(float *ST, int nk, int64_t M, int64_t ld, int64_t lim0, int64_t win, const int32_t *rq,
+                       const float *lse) {
     for (int64_t r0 = 0; r0 < M; r0 += 16) {
         const __mmask16 lm = tail_mask(M - r0);
         const __m512i lim = _mm512_add_epi32(_mm512_set1_epi32((int)lim0), _mm512_maskz_loadu_epi32(lm, rq + r0));
+        const __m512i llo = _mm512_sub_epi32(lim, _mm512_set1_epi32((int)win));
         const __m512 ls = _mm512_maskz_loadu_ps(lm, lse + r0);
         for (int c = 0; c < nk; c++) {
-            __mmask16 ok = _mm512_mask_cmpge_epi32_mask(lm, lim, _mm512_set1_epi32(c));
+            __mmask16 ok = VIS(lm, lim, llo, c);
             float *p = ST + c * ld + r0;
             _mm512_mask_storeu_ps(p, lm, _mm512_maskz_mov_ps(ok, v_exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(ok, p), ls))));
         }
@@ -290,14 +307,15 @@ static void cols_probs(float *ST, int nk, int64_t M, int64_t ld, int64_t lim0, c
 }
 // dST = PT * (dPT - Di[r])
 // (dPT may hold stale values in the causally skipped tiles: those entries are set to 0.)
-static void cols_ds(float *dPT, const float *PT, int nk, int64_t M, int64_t ld, int64_t lim0, const int32_t *rq,
-                    const float *Di) {
+static void cols_ds(float *dPT, const float *PT, int nk, int64_t M, int64_t ld, int64_t lim0, int64_t win,
+                    const int32_t *rq, const float *Di) {
     for (int64_t r0 = 0; r0 < M; r0 += 16) {
         const __mmask16 lm = tail_mask(M - r0);
         const __m512i lim = _mm512_add_epi32(_mm512_set1_epi32((int)lim0), _mm512_maskz_loadu_epi32(lm, rq + r0));
+        const __m512i llo = _mm512_sub_epi32(lim, _mm512_set1_epi32((int)win));
         const __m512 di = _mm512_maskz_loadu_ps(lm, Di + r0);
         for (int c = 0; c < nk; c++) {
-            __mmask16 ok = _mm512_mask_cmpge_epi32_mask(lm, lim, _mm512_set1_epi32(c));
+            __mmask16 ok = VIS(lm, lim, llo, c);
             float *d = dPT + c * ld + r0;
             __m512 x = _mm512_sub_ps(_mm512_maskz_loadu_ps(ok, d), di);
             _mm512_mask_storeu_ps(d, lm, _mm512_maskz_mul_ps(ok, _mm512_maskz_loadu_ps(ok, PT + c * ld + r0), x));
@@ -313,17 +331,18 @@ static float row_dot(const float *a, const float *b, int n) {
 }
 static void row_add(float *y, const float *x, int n) { for (int c = 0; c < n; c++) y[c] += x[c]; }
 static void row_copy_scaled(float *y, const float *x, int n, float a) { for (int c = 0; c < n; c++) y[c] = x[c] * a; }
-static void cols_softmax_step(float *ST, int nk, int64_t M, int64_t ld, int64_t lim0, const int32_t *rq, float *m,
-                              float *l, float *al) {
+static void cols_softmax_step(float *ST, int nk, int64_t M, int64_t ld, int64_t lim0, int64_t win, const int32_t *rq,
+                              float *m, float *l, float *al) {
     for (int64_t r = 0; r < M; r++) {
-        const int64_t lim = lim0 + rq[r];
+        const int64_t lim = lim0 + rq[r], llo = lim - win;
         float mb = -INFINITY;
-        for (int c = 0; c < nk && c <= lim; c++) mb = ST[c * ld + r] > mb ? ST[c * ld + r] : mb;
+        for (int c = 0; c < nk && c <= lim; c++)
+            if (c > llo) mb = ST[c * ld + r] > mb ? ST[c * ld + r] : mb;
         const float mn = mb > m[r] ? mb : m[r];
-        const float a = expf(m[r] - mn);
+        const float a = mn == -INFINITY ? 0.0f : expf(m[r] - mn);   // a row with no visible key yet stays empty
         float sum = 0;
         for (int c = 0; c < nk; c++) {
-            float e = c <= lim ? expf(ST[c * ld + r] - mn) : 0.0f;
+            float e = c <= lim && c > llo ? expf(ST[c * ld + r] - mn) : 0.0f;
             ST[c * ld + r] = e;
             sum += e;
         }
@@ -332,16 +351,21 @@ static void cols_softmax_step(float *ST, int nk, int64_t M, int64_t ld, int64_t 
         al[r] = a;
     }
 }
-static void cols_probs(float *ST, int nk, int64_t M, int64_t ld, int64_t lim0, const int32_t *rq, const float *lse) {
+static void cols_probs(float *ST, int nk, int64_t M, int64_t ld, int64_t lim0, int64_t win, const int32_t *rq,
+                       const float *lse) {
     for (int64_t r = 0; r < M; r++)
-        for (int c = 0; c < nk; c++)
-            ST[c * ld + r] = c <= lim0 + rq[r] ? expf(ST[c * ld + r] - lse[r]) : 0.0f;
+        for (int c = 0; c < nk; c++) {
+            const int64_t lim = lim0 + rq[r];
+            ST[c * ld + r] = c <= lim && c > lim - win ? expf(ST[c * ld + r] - lse[r]) : 0.0f;
+        }
 }
-static void cols_ds(float *dPT, const float *PT, int nk, int64_t M, int64_t ld, int64_t lim0, const int32_t *rq,
-                    const float *Di) {
+static void cols_ds(float *dPT, const float *PT, int nk, int64_t M, int64_t ld, int64_t lim0, int64_t win,
+                    const int32_t *rq, const float *Di) {
     for (int c = 0; c < nk; c++)
-        for (int64_t r = 0; r < M; r++)
-            dPT[c * ld + r] = c <= lim0 + rq[r] ? PT[c * ld + r] * (dPT[c * ld + r] - Di[r]) : 0.0f;
+        for (int64_t r = 0; r < M; r++) {
+            const int64_t lim = lim0 + rq[r];
+            dPT[c * ld + r] = c <= lim && c > lim - win ? PT[c * ld + r] * (dPT[c * ld + r] - Di[r]) : 0.0f;
+        }
 }
 #endif
 
@@ -443,12 +467,12 @@ static int32_t *make_rq(int64_t n, int g) {
 }
 
 // ---- forward ------------------------------------------------------------------------------------------------
-void attention_forward(float *out, float *lse, const float *q, const float *k, const float *v,
-                       const int32_t *cu_seqlens, int n_seqs, int nh, int nkv, int D) {
+void attention_forward_sw(float *out, float *lse, const float *q, const float *k, const float *v,
+                          const int32_t *cu_seqlens, int n_seqs, int nh, int nkv, int D, float scale, int window) {
     att_check(cu_seqlens, n_seqs, nh, nkv, D);
     const int g = nh / nkv;
     const int64_t ldq = (int64_t)nh * D, ldk = (int64_t)nkv * D;   // row strides of q/out and k/v
-    const float scale = 1.0f / sqrtf((float)D);
+    const int64_t win = win_of(window);
     int64_t n_tasks = 0;
     att_task *tasks = make_tasks(cu_seqlens, n_seqs, nkv, 'q', &n_tasks);
     const int64_t Mmax = (int64_t)ATT_BQ_MAX * g;
@@ -476,13 +500,13 @@ void attention_forward(float *out, float *lse, const float *q, const float *k, c
             memset(O, 0, (size_t)(M * D) * sizeof(float));
             for (int64_t r = 0; r < M; r++) { mrow[r] = -INFINITY; lrow[r] = 0; }
             const int64_t kend = t0 + nq;                                      // keys [s0, kend) are visible
-            for (int64_t k0 = s0; k0 < kend; k0 += Bk) {
+            for (int64_t k0 = first_key_block(s0, t0, win, Bk); k0 < kend; k0 += Bk) {
                 const int nk = (int)(kend - k0 < Bk ? kend - k0 : Bk);
                 const float *Kb = k + k0 * ldk + (int64_t)kvh * D, *Vb = v + k0 * ldk + (int64_t)kvh * D;
                 const att_causal cs = {CZ_KEYS_X_Q, t0 - k0, rq}, cp = {CZ_Q_SUM_KEYS, t0 - k0, rq};
                 const int diag = k0 + nk - 1 > t0;                             // some keys are masked
                 gemm_blk(nk, M, D, 1.0f, Kb, ldk, 1, QT, M, 0, ST, M, diag ? &cs : NULL);   // ST (nk, M) = K QsT
-                cols_softmax_step(ST, nk, M, M, t0 - k0, rq, mrow, lrow, al);
+                cols_softmax_step(ST, nk, M, M, t0 - k0, win, rq, mrow, lrow, al);
                 for (int64_t r = 0; r < M; r++)
                     if (al[r] != 1.0f) row_scale(O + r * D, D, al[r]);
                 gemm_blk(M, D, nk, 1.0f, ST, 1, M, Vb, ldk, 1, O, D, diag ? &cp : NULL);    // O (M, D) += P V
@@ -528,17 +552,17 @@ static void bwd_load(const bwd_rows *b, const float *q, const float *dout, const
 // ST, dPT: (nk, M) scratch.
 static void bwd_pair(float *dQ, float *dK, float *dV, const bwd_rows *b, int64_t r0, int64_t M, const int32_t *rq,
                      const float *Kb, const float *Vb, int64_t ldk, int64_t t0, int64_t k0, int nk, int D, float scale,
-                     float *ST, float *dPT) {
+                     int64_t win, float *ST, float *dPT) {
     const float *Qs = b->Qs + r0 * D, *QsT = b->QsT + r0, *dO = b->dO + r0 * D, *dOT = b->dOT + r0;
     const int64_t lim0 = t0 - k0;
     const int diag = k0 + nk - 1 > t0;                                    // some keys are masked
     const att_causal c1 = {CZ_KEYS_X_Q, lim0, rq}, c2 = {CZ_Q_SUM_KEYS, lim0, rq}, c3 = {CZ_KEYS_SUM_Q, lim0, rq};
     const att_causal *kq = diag ? &c1 : NULL, *qk = diag ? &c2 : NULL, *kk = diag ? &c3 : NULL;
     gemm_blk(nk, M, D, 1.0f, Kb, ldk, 1, QsT, b->ldT, 0, ST, M, kq);       // ST (nk, M) = K QsT
-    cols_probs(ST, nk, M, M, lim0, rq, b->lse + r0);                      // P = exp(S - lse), causal
+    cols_probs(ST, nk, M, M, lim0, win, rq, b->lse + r0);                      // P = exp(S - lse), causal
     if (dV) gemm_blk(nk, D, M, 1.0f, ST, M, 1, dO, D, 1, dV, D, kk);       // dV += P^T dO
     gemm_blk(nk, M, D, 1.0f, Vb, ldk, 1, dOT, b->ldT, 0, dPT, M, kq);      // dPT (nk, M) = V dO^T
-    cols_ds(dPT, ST, nk, M, M, lim0, rq, b->Di + r0);                     // dS = P (dP - Di), causal
+    cols_ds(dPT, ST, nk, M, M, lim0, win, rq, b->Di + r0);                     // dS = P (dP - Di), causal
     if (dK) gemm_blk(nk, D, M, 1.0f, dPT, M, 1, Qs, D, 1, dK, D, kk);      // dK += dS^T (scale Q)
     if (dQ) gemm_blk(M, D, nk, scale, dPT, 1, M, Kb, ldk, 1, dQ, D, qk);   // dQ += scale dS K
 }
@@ -547,10 +571,9 @@ static void bwd_pair(float *dQ, float *dK, float *dV, const bwd_rows *b, int64_t
 // the task's buffer. 5 block products per pair. Scratch O(len*g*D) per thread.
 static void bwd_one_pass(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,
                          const float *q, const float *k, const float *v, const int32_t *cu, int n_seqs, int nh,
-                         int nkv, int D) {
+                         int nkv, int D, float scale, int64_t win) {
     const int g = nh / nkv;
     const int64_t ldq = (int64_t)nh * D, ldk = (int64_t)nkv * D;
-    const float scale = 1.0f / sqrtf((float)D);
     int64_t maxlen = 0, n_tasks = 0;
     for (int s = 0; s < n_seqs; s++) if (cu[s + 1] - cu[s] > maxlen) maxlen = cu[s + 1] - cu[s];
     att_task *tasks = make_tasks(cu, n_seqs, nkv, 's', &n_tasks);
@@ -579,10 +602,12 @@ static void bwd_one_pass(float *dq, float *dk, float *dv, const float *dout, con
                 memset(dK, 0, (size_t)nk * D * sizeof(float));
                 memset(dV, 0, (size_t)nk * D * sizeof(float));
                 const float *Kb = k + k0 * ldk + (int64_t)kvh * D, *Vb = v + k0 * ldk + (int64_t)kvh * D;
-                // from the query block that contains key k0 (earlier queries cannot see it)
-                for (int64_t t0 = s0 + ((k0 - s0) / Bq) * Bq; t0 < send; t0 += Bq) {
+                // from the query block that contains key k0 (earlier queries cannot see it) to the last query
+                // whose window reaches the block
+                const int64_t tend = k0 + nk - 1 + win < send ? k0 + nk - 1 + win : send;
+                for (int64_t t0 = s0 + ((k0 - s0) / Bq) * Bq; t0 < tend; t0 += Bq) {
                     const int64_t nq = send - t0 < Bq ? send - t0 : Bq, r0 = (t0 - s0) * g;
-                    bwd_pair(dQ + r0 * D, dK, dV, &b, r0, nq * g, rq, Kb, Vb, ldk, t0, k0, nk, D, scale, ST, dPT);
+                    bwd_pair(dQ + r0 * D, dK, dV, &b, r0, nq * g, rq, Kb, Vb, ldk, t0, k0, nk, D, scale, win, ST, dPT);
                 }
                 for (int c = 0; c < nk; c++) {
                     row_add(dk + (k0 + c) * ldk + (int64_t)kvh * D, dK + (int64_t)c * D, D);
@@ -604,10 +629,9 @@ static void bwd_one_pass(float *dq, float *dk, float *dv, const float *dout, con
 // instead of 5, but block-level parallelism for few long sequences and few kv heads.
 static void bwd_two_pass(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,
                          const float *q, const float *k, const float *v, const int32_t *cu, int n_seqs, int nh,
-                         int nkv, int D) {
+                         int nkv, int D, float scale, int64_t win) {
     const int g = nh / nkv;
     const int64_t ldq = (int64_t)nh * D, ldk = (int64_t)nkv * D;
-    const float scale = 1.0f / sqrtf((float)D);
     const int64_t Mmax = (int64_t)ATT_BQ_MAX * g;
     int64_t nA = 0, nB = 0;
     att_task *tA = make_tasks(cu, n_seqs, nkv, 'k', &nA);
@@ -633,11 +657,12 @@ static void bwd_two_pass(float *dq, float *dk, float *dv, const float *dout, con
             memset(dK, 0, (size_t)nk * D * sizeof(float));
             memset(dV, 0, (size_t)nk * D * sizeof(float));
             const float *Kb = k + k0 * ldk + (int64_t)kvh * D, *Vb = v + k0 * ldk + (int64_t)kvh * D;
-            for (int64_t t0 = s0 + ((k0 - s0) / Bq) * Bq; t0 < send; t0 += Bq) {
+            const int64_t tend = k0 + nk - 1 + win < send ? k0 + nk - 1 + win : send;
+            for (int64_t t0 = s0 + ((k0 - s0) / Bq) * Bq; t0 < tend; t0 += Bq) {
                 const int nq = (int)(send - t0 < Bq ? send - t0 : Bq);
                 b.ldT = (int64_t)nq * g;
                 bwd_load(&b, q, dout, out, lse, t0, nq, h0, g, nh, D, scale);
-                bwd_pair(NULL, dK, dV, &b, 0, (int64_t)nq * g, rq, Kb, Vb, ldk, t0, k0, nk, D, scale, ST, dPT);
+                bwd_pair(NULL, dK, dV, &b, 0, (int64_t)nq * g, rq, Kb, Vb, ldk, t0, k0, nk, D, scale, win, ST, dPT);
             }
             for (int c = 0; c < nk; c++) {
                 row_add(dk + (k0 + c) * ldk + (int64_t)kvh * D, dK + (int64_t)c * D, D);
@@ -655,10 +680,10 @@ static void bwd_two_pass(float *dq, float *dk, float *dv, const float *dout, con
             b.ldT = M;
             bwd_load(&b, q, dout, out, lse, t0, nq, h0, g, nh, D, scale);
             memset(dQ, 0, (size_t)(M * D) * sizeof(float));
-            for (int64_t k0 = s0; k0 < t0 + nq; k0 += Bk) {
+            for (int64_t k0 = first_key_block(s0, t0, win, Bk); k0 < t0 + nq; k0 += Bk) {
                 const int nk = (int)(t0 + nq - k0 < Bk ? t0 + nq - k0 : Bk);
                 bwd_pair(dQ, NULL, NULL, &b, 0, M, rq, k + k0 * ldk + (int64_t)kvh * D, v + k0 * ldk + (int64_t)kvh * D,
-                         ldk, t0, k0, nk, D, scale, ST, dPT);
+                         ldk, t0, k0, nk, D, scale, win, ST, dPT);
             }
             for (int i = 0; i < nq; i++)
                 for (int j = 0; j < g; j++)
@@ -671,10 +696,11 @@ static void bwd_two_pass(float *dq, float *dk, float *dv, const float *dout, con
     free(tB);
 }
 
-void attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,
-                        const float *q, const float *k, const float *v,
-                        const int32_t *cu_seqlens, int n_seqs, int nh, int nkv, int D) {
+void attention_backward_sw(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,
+                           const float *q, const float *k, const float *v, const int32_t *cu_seqlens, int n_seqs, int nh,
+                           int nkv, int D, float scale, int window) {
     att_check(cu_seqlens, n_seqs, nh, nkv, D);
+    const int64_t win = win_of(window);
     // One pass (fewer flops) when there are enough balanced (sequence, kv head) tasks to keep threads busy:
     // the largest task is at most 1/8 of the work. Decided from the shapes only, so the result does not
     // depend on the thread count. Both paths sum every output in the same order.
@@ -686,22 +712,35 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout, cons
     }
     if (total == 0) return;
     if (maxc * 8 <= total)
-        bwd_one_pass(dq, dk, dv, dout, out, lse, q, k, v, cu_seqlens, n_seqs, nh, nkv, D);
+        bwd_one_pass(dq, dk, dv, dout, out, lse, q, k, v, cu_seqlens, n_seqs, nh, nkv, D, scale, win);
     else
-        bwd_two_pass(dq, dk, dv, dout, out, lse, q, k, v, cu_seqlens, n_seqs, nh, nkv, D);
+        bwd_two_pass(dq, dk, dv, dout, out, lse, q, k, v, cu_seqlens, n_seqs, nh, nkv, D, scale, win);
+}
+
+void attention_forward(float *out, float *lse, const float *q, const float *k, const float *v,
+                       const int32_t *cu_seqlens, int n_seqs, int nh, int nkv, int D) {
+    attention_forward_sw(out, lse, q, k, v, cu_seqlens, n_seqs, nh, nkv, D, 1.0f / sqrtf((float)D), 0);
+}
+
+void attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,
+                        const float *q, const float *k, const float *v,
+                        const int32_t *cu_seqlens, int n_seqs, int nh, int nkv, int D) {
+    attention_backward_sw(dq, dk, dv, dout, out, lse, q, k, v, cu_seqlens, n_seqs, nh, nkv, D, 1.0f / sqrtf((float)D), 0);
 }
 
 // ---- dense references ---------------------------------------------------------------------------------------
 // Softmax probabilities P (len x len, row-major, zero above the diagonal) of query head h of the sequence
 // starting at s0, in double. lse_out (len) may be NULL.
+// A sliding window (window > 0) keeps keys j with i - window < j <= i (HF masking_utils); the rest of the row is 0.
 static void ref_probs(double *P, double *lse_out, const float *q, const float *k, int64_t s0, int64_t len, int h,
-                      int kvh, int nh, int nkv, int D) {
-    const double scale = 1.0 / sqrt((double)D);
+                      int kvh, int nh, int nkv, int D, double scale, int window) {
     const int64_t ldq = (int64_t)nh * D, ldk = (int64_t)nkv * D;
     for (int64_t i = 0; i < len; i++) {
         const float *qi = q + (s0 + i) * ldq + (int64_t)h * D;
+        const int64_t j0 = window > 0 && i - window + 1 > 0 ? i - window + 1 : 0;
+        for (int64_t j = 0; j < j0; j++) P[i * len + j] = 0;
         double m = -INFINITY;
-        for (int64_t j = 0; j <= i; j++) {
+        for (int64_t j = j0; j <= i; j++) {
             const float *kj = k + (s0 + j) * ldk + (int64_t)kvh * D;
             double acc = 0;
             for (int d = 0; d < D; d++) acc += (double)qi[d] * kj[d];
@@ -709,8 +748,8 @@ static void ref_probs(double *P, double *lse_out, const float *q, const float *k
             if (P[i * len + j] > m) m = P[i * len + j];
         }
         double sum = 0;
-        for (int64_t j = 0; j <= i; j++) { P[i * len + j] = exp(P[i * len + j] - m); sum += P[i * len + j]; }
-        for (int64_t j = 0; j <= i; j++) P[i * len + j] /= sum;
+        for (int64_t j = j0; j <= i; j++) { P[i * len + j] = exp(P[i * len + j] - m); sum += P[i * len + j]; }
+        for (int64_t j = j0; j <= i; j++) P[i * len + j] /= sum;
         for (int64_t j = i + 1; j < len; j++) P[i * len + j] = 0;
         if (lse_out) lse_out[i] = m + log(sum);
     }
@@ -724,6 +763,11 @@ static int64_t max_seqlen(const int32_t *cu, int n_seqs) {
 
 void attention_forward_ref(float *out, float *lse, const float *q, const float *k, const float *v,
                            const int32_t *cu_seqlens, int n_seqs, int nh, int nkv, int D) {
+    attention_forward_sw_ref(out, lse, q, k, v, cu_seqlens, n_seqs, nh, nkv, D, 1.0f / sqrtf((float)D), 0);
+}
+
+void attention_forward_sw_ref(float *out, float *lse, const float *q, const float *k, const float *v,
+                              const int32_t *cu_seqlens, int n_seqs, int nh, int nkv, int D, float scale, int window) {
     att_check(cu_seqlens, n_seqs, nh, nkv, D);
     const int g = nh / nkv;
     const int64_t ldq = (int64_t)nh * D, ldk = (int64_t)nkv * D, L = max_seqlen(cu_seqlens, n_seqs);
@@ -737,7 +781,7 @@ void attention_forward_ref(float *out, float *lse, const float *q, const float *
         for (int64_t task = 0; task < (int64_t)n_seqs * nh; task++) {
             const int s = (int)(task / nh), h = (int)(task % nh), kvh = h / g;
             const int64_t s0 = cu_seqlens[s], len = cu_seqlens[s + 1] - s0;
-            ref_probs(P, ls, q, k, s0, len, h, kvh, nh, nkv, D);
+            ref_probs(P, ls, q, k, s0, len, h, kvh, nh, nkv, D, scale, window);
             for (int64_t i = 0; i < len; i++) {
                 for (int d = 0; d < D; d++) acc[d] = 0;
                 for (int64_t j = 0; j <= i; j++) {
@@ -757,10 +801,16 @@ void attention_forward_ref(float *out, float *lse, const float *q, const float *
 void attention_backward_ref(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,
                             const float *q, const float *k, const float *v,
                             const int32_t *cu_seqlens, int n_seqs, int nh, int nkv, int D) {
+    attention_backward_sw_ref(dq, dk, dv, dout, out, lse, q, k, v, cu_seqlens, n_seqs, nh, nkv, D, 1.0f / sqrtf((float)D), 0);
+}
+
+void attention_backward_sw_ref(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,
+                               const float *q, const float *k, const float *v, const int32_t *cu_seqlens, int n_seqs,
+                               int nh, int nkv, int D, float scale_f, int window) {
     att_check(cu_seqlens, n_seqs, nh, nkv, D);
     const int g = nh / nkv;
     const int64_t ldq = (int64_t)nh * D, ldk = (int64_t)nkv * D, L = max_seqlen(cu_seqlens, n_seqs);
-    const double scale = 1.0 / sqrt((double)D);
+    const double scale = scale_f;
     if (L == 0) return;
 #pragma omp parallel
     {
@@ -776,7 +826,7 @@ void attention_backward_ref(float *dq, float *dk, float *dv, const float *dout, 
             memset(dK, 0, (size_t)(len * D) * sizeof(double));
             memset(dV, 0, (size_t)(len * D) * sizeof(double));
             for (int h = kvh * g; h < (kvh + 1) * g; h++) {
-                ref_probs(P, NULL, q, k, s0, len, h, kvh, nh, nkv, D);
+                ref_probs(P, NULL, q, k, s0, len, h, kvh, nh, nkv, D, scale_f, window);
                 for (int64_t i = 0; i < len; i++) {
                     const float *doi = dout + (s0 + i) * ldq + (int64_t)h * D;
                     double di = 0;

@@ -17,6 +17,8 @@
 #define KERNELS_PAR_MIN 16384
 #include <stdint.h>
 
+#include "model/config.h"
+
 // ---- matmul: out (T, OC) = inp (T, C) @ w^T, w (OC, C) -----------------------------------------------
 void matmul_forward(float *out, const float *inp, const float *w, int64_t T, int64_t C, int64_t OC);
 void matmul_forward_ref(float *out, const float *inp, const float *w, int64_t T, int64_t C, int64_t OC);
@@ -40,6 +42,16 @@ void rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *in
                       const float *rstd, int64_t rows, int64_t C);
 void rmsnorm_backward_ref(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
                           const float *rstd, int64_t rows, int64_t C);
+// The same with the weight (w_off + w): w_off 1 is Gemma's x_hat * (1 + w) in fp32 (the weight stored as an
+// offset from 1); w_off 0 is the plain norm above.
+void rmsnorm_forward_off(float *out, float *rstd, const float *inp, const float *w, float w_off, int64_t rows, int64_t C,
+                         float eps);
+void rmsnorm_forward_off_ref(float *out, float *rstd, const float *inp, const float *w, float w_off, int64_t rows,
+                             int64_t C, float eps);
+void rmsnorm_backward_off(float *dinp, float *dw, const float *dout, const float *inp, const float *w, float w_off,
+                          const float *rstd, int64_t rows, int64_t C);
+void rmsnorm_backward_off_ref(float *dinp, float *dw, const float *dout, const float *inp, const float *w, float w_off,
+                              const float *rstd, int64_t rows, int64_t C);
 
 // ---- RoPE, half-split (rotate_half), theta from the config ------------------------------------------------
 // A table of cos/sin for positions 0..max_pos-1, each row D/2 wide (emb = [f, f] so half suffices),
@@ -54,6 +66,10 @@ void rope_table_init(rope_table *rt, int max_pos, int head_dim, double theta);
 void rope_table_free(rope_table *rt);
 // inv_freq (head_dim/2) exactly as torch 1.13 (CPU) computes it in float32; used by rope_table_init.
 void rope_inv_freq(float *inv_freq, int head_dim, double theta);
+// inv_freq (head_dim/2) of a RoPE type (default, linear, dynamic, llama3, yarn), in transformers' float32 order.
+void rope_inv_freq_params(float *inv_freq, int head_dim, const rope_params *rp);
+// A table from rope_params: its inv_freq, with cos and sin multiplied by rp->attention_factor (yarn).
+void rope_table_init_params(rope_table *rt, int max_pos, int head_dim, const rope_params *rp);
 // x (T, n_heads, D) rotated in place by pos (T).
 void rope_forward(float *x, const int32_t *pos, const rope_table *rt, int64_t T, int64_t n_heads);
 // dx (T, n_heads, D): in place, the gradient through the rotation (its transpose).
@@ -62,6 +78,22 @@ void rope_backward(float *dx, const int32_t *pos, const rope_table *rt, int64_t 
 // ---- SwiGLU: out = silu(gate) * up, elementwise over n ------------------------------------------------------
 void swiglu_forward(float *out, const float *gate, const float *up, int64_t n);
 void swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate, const float *up, int64_t n);
+void swiglu_forward_ref(float *out, const float *gate, const float *up, int64_t n);
+// ---- GeGLU (Gemma): out = gelu_tanh(gate) * up, gelu_tanh(g) = 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))) --
+void geglu_forward(float *out, const float *gate, const float *up, int64_t n);
+void geglu_forward_ref(float *out, const float *gate, const float *up, int64_t n);
+// dgate, dup (n) +=
+void geglu_backward(float *dgate, float *dup, const float *dout, const float *gate, const float *up, int64_t n);
+void geglu_backward_ref(float *dgate, float *dup, const float *dout, const float *gate, const float *up, int64_t n);
+// The architecture's gated activation (SwiGLU or GeGLU), forward and backward (+=).
+void glu_forward(float *out, const float *gate, const float *up, int64_t n, mlp_act act);
+void glu_backward(float *dgate, float *dup, const float *dout, const float *gate, const float *up, int64_t n, mlp_act act);
+
+// ---- linear-layer biases: out (T, OC) += b (OC); db (OC) += column sums of dout (T, OC) ---------------------
+void bias_forward(float *out, const float *b, int64_t T, int64_t OC);
+// deterministic for any thread count (fixed row chunks summed in order)
+void bias_backward(float *db, const float *dout, int64_t T, int64_t OC);
+void bias_backward_ref(float *db, const float *dout, int64_t T, int64_t OC);
 
 // ---- residual add: out = a + b (out may alias a) ----------------------------------------------------------
 void residual_forward(float *out, const float *a, const float *b, int64_t n);
@@ -84,6 +116,19 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout, cons
 void attention_backward_ref(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,
                             const float *q, const float *k, const float *v,
                             const int32_t *cu_seqlens, int n_seqs, int nh, int nkv, int D);
+// The same with the softmax scale given (Gemma 3: query_pre_attn_scalar^-1/2) and a sliding window: with
+// window > 0 query i sees keys j with i - window < j <= i of its own sequence (HF masking_utils), and a query
+// block visits only the key blocks that reach into its window; window 0 is plain causal attention.
+void attention_forward_sw(float *out, float *lse, const float *q, const float *k, const float *v,
+                          const int32_t *cu_seqlens, int n_seqs, int nh, int nkv, int D, float scale, int window);
+void attention_forward_sw_ref(float *out, float *lse, const float *q, const float *k, const float *v,
+                              const int32_t *cu_seqlens, int n_seqs, int nh, int nkv, int D, float scale, int window);
+void attention_backward_sw(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,
+                           const float *q, const float *k, const float *v, const int32_t *cu_seqlens, int n_seqs, int nh,
+                           int nkv, int D, float scale, int window);
+void attention_backward_sw_ref(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,
+                               const float *q, const float *k, const float *v, const int32_t *cu_seqlens, int n_seqs,
+                               int nh, int nkv, int D, float scale, int window);
 
 // ---- fused log-prob / entropy head ----------------------------------------------------------------------
 // z = (hidden @ w^T) / temperature over the vocabulary, streamed in chunks of tokens and of the
@@ -108,5 +153,19 @@ void logprob_head_backward_ref(float *dhidden, float *dw, const float *dlogp, co
 void logprob_head_backward_ent(float *dhidden, float *dw, const float *dlogp, const float *dentropy, const float *entropy,
                                const float *hidden, const float *w, const int32_t *targets, const float *lse,
                                int64_t T, int64_t H, int64_t V, float temperature);
+// With final-logit soft-capping: z = cap * tanh((hidden @ w^T) / cap) / temperature (softcap 0: none), inside the
+// streamed log-sum-exp; the backward (entropy may be NULL) chains through the tanh.
+void logprob_head_forward_cap(float *logp, float *entropy, float *lse, const float *hidden, const float *w,
+                              const int32_t *targets, int64_t T, int64_t H, int64_t V, float temperature, float softcap);
+void logprob_head_forward_cap_ref(float *logp, float *entropy, float *lse, const float *hidden, const float *w,
+                                  const int32_t *targets, int64_t T, int64_t H, int64_t V, float temperature, float softcap);
+void logprob_head_backward_cap(float *dhidden, float *dw, const float *dlogp, const float *dentropy, const float *entropy,
+                               const float *hidden, const float *w, const int32_t *targets, const float *lse,
+                               int64_t T, int64_t H, int64_t V, float temperature, float softcap);
+void logprob_head_backward_cap_ref(float *dhidden, float *dw, const float *dlogp, const float *dentropy,
+                                   const float *hidden, const float *w, const int32_t *targets, const float *lse,
+                                   int64_t T, int64_t H, int64_t V, float temperature, float softcap);
+// logits (T, V) = cap * tanh(logits / cap) in place (softcap > 0; 0 leaves them).
+void logits_softcap(float *logits, int64_t n, float softcap);
 // Full logits (T, V) = hidden @ w^T (no temperature). For small tests and generation only.
 void logits_forward(float *logits, const float *hidden, const float *w, int64_t T, int64_t H, int64_t V);

@@ -1,6 +1,7 @@
 // logprob_head.c: the fused log-prob / entropy head over the vocabulary, and full logits.
 //
-// z = (hidden @ w^T) / temperature. Forward streams over token chunks (HEAD_TC rows) and vocabulary
+// z = (hidden @ w^T) / temperature, or with final-logit soft-capping (Gemma 2 style, cap > 0)
+// z = cap * tanh((hidden @ w^T) / cap) / temperature, applied to each block of logits as it streams. Forward streams over token chunks (HEAD_TC rows) and vocabulary
 // chunks (about HEAD_VC entries): one single-threaded sgemm per (token chunk, vocab chunk) block inside an
 // OpenMP loop over vocab chunks, then per row an online log-sum-exp (max, sum e^(z-m), and
 // sum e^(z-m)(z-m) for the entropy). Block statistics are merged per row in vocab-chunk order, so the
@@ -75,9 +76,15 @@ static inline void row_stats(float *z, int64_t n, float temperature, int want_a,
     *m_out = m; *s_out = s; *a_out = a;
 }
 
+// z (n) = cap * tanh(z / cap) in place (cap > 0)
+static void row_softcap(float *z, int64_t n, float cap) {
+    const float ic = 1.0f / cap;
+    for (int64_t j = 0; j < n; j++) z[j] = cap * tanhf(z[j] * ic);
+}
+
 // All outputs optional. logp (T), entropy (T), lse (T).
 static void head_forward(float *logp, float *entropy, float *lse, const float *hidden, const float *w,
-                         const int32_t *targets, int64_t T, int64_t H, int64_t V, float temperature) {
+                         const int32_t *targets, int64_t T, int64_t H, int64_t V, float temperature, float softcap) {
     head_check(targets, T, H, V, temperature, "logprob_head_forward");
     if (T == 0) return;
     const int64_t TC = min64(HEAD_TC, T), VC = head_vchunk(V), nvc = (V + VC - 1) / VC;
@@ -99,6 +106,7 @@ static void head_forward(float *logp, float *entropy, float *lse, const float *h
                 for (int64_t r = 0; r < tc; r++) {
                     float *z = L + r * vc;
                     float *o = st + (r * nvc + k) * 3;
+                    if (softcap > 0) row_softcap(z, vc, softcap);
                     row_stats(z, vc, temperature, want_a, &o[0], &o[1], &o[2]);
                     int32_t tg = targets ? targets[t0 + r] : -1;
                     if (tg >= v0 && tg < v0 + vc) zt[r] = z[tg - v0];
@@ -129,12 +137,18 @@ static void head_forward(float *logp, float *entropy, float *lse, const float *h
 
 void logprob_head_forward(float *logp, float *entropy, float *lse, const float *hidden, const float *w,
                           const int32_t *targets, int64_t T, int64_t H, int64_t V, float temperature) {
-    head_forward(logp, entropy, lse, hidden, w, targets, T, H, V, temperature);
+    head_forward(logp, entropy, lse, hidden, w, targets, T, H, V, temperature, 0.0f);
+}
+
+void logprob_head_forward_cap(float *logp, float *entropy, float *lse, const float *hidden, const float *w,
+                              const int32_t *targets, int64_t T, int64_t H, int64_t V, float temperature, float softcap) {
+    CHECK(softcap >= 0 && isfinite(softcap), "logprob_head_forward_cap: softcap=%g", (double)softcap);
+    head_forward(logp, entropy, lse, hidden, w, targets, T, H, V, temperature, softcap);
 }
 
 static void head_backward(float *dhidden, float *dw, const float *dlogp, const float *dentropy, const float *entropy,
                           const float *hidden, const float *w, const int32_t *targets, const float *lse,
-                          int64_t T, int64_t H, int64_t V, float temperature) {
+                          int64_t T, int64_t H, int64_t V, float temperature, float softcap) {
     head_check(targets, T, H, V, temperature, "logprob_head_backward");
     if (T == 0 || (!dhidden && !dw)) return;
     CHECK(lse != NULL, "logprob_head_backward needs the lse saved by the forward");
@@ -150,7 +164,7 @@ static void head_backward(float *dhidden, float *dw, const float *dlogp, const f
             for (int64_t t = 0; t < T; t++) ez[t] = lse[t] - entropy[t];
         } else {
             float *ent = rlc_alloc((size_t)T * sizeof(float)), *ls = rlc_alloc((size_t)T * sizeof(float));
-            head_forward(NULL, ent, ls, hidden, w, NULL, T, H, V, temperature);
+            head_forward(NULL, ent, ls, hidden, w, NULL, T, H, V, temperature, softcap);
             for (int64_t t = 0; t < T; t++) ez[t] = ls[t] - ent[t];
             rlc_free(ls);
             rlc_free(ent);
@@ -184,6 +198,21 @@ static void head_backward(float *dhidden, float *dw, const float *dlogp, const f
                     // dz_j = gl (1[j=tg] - p_j) - ge p_j (z_j - E z);  dlogit_j = dz_j / temperature.
                     // Scaling by it = 1/temperature (exact for temperature 1; within 1 ulp of the
                     // forward's division otherwise, far below the gradient's own rounding).
+                    if (softcap > 0) {
+                        // z_j = cap tanh(l_j / cap) / temperature: dlogit_j = dz_j / temperature * (1 - tanh^2)
+                        const float ic = 1.0f / softcap;
+                        float dtg = 0.0f;
+                        if (tg >= v0 && tg < v0 + vc) {
+                            const float tt = tanhf(g[tg - v0] * ic);
+                            dtg = gl * it * (1.0f - tt * tt);
+                        }
+                        for (int64_t j = 0; j < vc; j++) {
+                            const float tt = tanhf(g[j] * ic), z = softcap * tt * it, p = k_expf_le88(z - ls);
+                            g[j] = (-gl * p - ge * (p * (z - e))) * it * (1.0f - tt * tt);
+                        }
+                        if (tg >= v0 && tg < v0 + vc) g[tg - v0] += dtg;
+                        continue;
+                    }
                     if (ge != 0.0f) {
 #pragma omp simd
                         for (int64_t j = 0; j < vc; j++) {
@@ -220,25 +249,34 @@ static void head_backward(float *dhidden, float *dw, const float *dlogp, const f
 void logprob_head_backward(float *dhidden, float *dw, const float *dlogp, const float *dentropy,
                            const float *hidden, const float *w, const int32_t *targets, const float *lse,
                            int64_t T, int64_t H, int64_t V, float temperature) {
-    head_backward(dhidden, dw, dlogp, dentropy, NULL, hidden, w, targets, lse, T, H, V, temperature);
+    head_backward(dhidden, dw, dlogp, dentropy, NULL, hidden, w, targets, lse, T, H, V, temperature, 0.0f);
 }
 
 void logprob_head_backward_ent(float *dhidden, float *dw, const float *dlogp, const float *dentropy, const float *entropy,
                                const float *hidden, const float *w, const int32_t *targets, const float *lse,
                                int64_t T, int64_t H, int64_t V, float temperature) {
-    head_backward(dhidden, dw, dlogp, dentropy, entropy, hidden, w, targets, lse, T, H, V, temperature);
+    head_backward(dhidden, dw, dlogp, dentropy, entropy, hidden, w, targets, lse, T, H, V, temperature, 0.0f);
+}
+
+void logprob_head_backward_cap(float *dhidden, float *dw, const float *dlogp, const float *dentropy, const float *entropy,
+                               const float *hidden, const float *w, const int32_t *targets, const float *lse,
+                               int64_t T, int64_t H, int64_t V, float temperature, float softcap) {
+    CHECK(softcap >= 0 && isfinite(softcap), "logprob_head_backward_cap: softcap=%g", (double)softcap);
+    head_backward(dhidden, dw, dlogp, dentropy, entropy, hidden, w, targets, lse, T, H, V, temperature, softcap);
 }
 
 // ---- references: full logits in double ----------------------------------------------------------------
 
-// z (T, V) in double = (hidden @ w^T) / temperature
-static double *ref_logits(const float *hidden, const float *w, int64_t T, int64_t H, int64_t V, float temperature) {
+// z (T, V) in double = (hidden @ w^T) / temperature, soft-capped first when softcap > 0
+static double *ref_logits(const float *hidden, const float *w, int64_t T, int64_t H, int64_t V, float temperature,
+                          float softcap) {
     double *z = rlc_malloc((size_t)T * (size_t)V * sizeof(double));
 #pragma omp parallel for schedule(static)
     for (int64_t t = 0; t < T; t++)
         for (int64_t v = 0; v < V; v++) {
             double acc = 0;
             for (int64_t h = 0; h < H; h++) acc += (double)hidden[t * H + h] * (double)w[v * H + h];
+            if (softcap > 0) acc = (double)softcap * tanh(acc / (double)softcap);
             z[t * V + v] = acc / (double)temperature;
         }
     return z;
@@ -256,8 +294,13 @@ static void ref_row(const double *z, int64_t V, double *lse, double *ez) {
 
 void logprob_head_forward_ref(float *logp, float *entropy, float *lse, const float *hidden, const float *w,
                               const int32_t *targets, int64_t T, int64_t H, int64_t V, float temperature) {
+    logprob_head_forward_cap_ref(logp, entropy, lse, hidden, w, targets, T, H, V, temperature, 0.0f);
+}
+
+void logprob_head_forward_cap_ref(float *logp, float *entropy, float *lse, const float *hidden, const float *w,
+                                  const int32_t *targets, int64_t T, int64_t H, int64_t V, float temperature, float softcap) {
     head_check(targets, T, H, V, temperature, "logprob_head_forward_ref");
-    double *z = ref_logits(hidden, w, T, H, V, temperature);
+    double *z = ref_logits(hidden, w, T, H, V, temperature, softcap);
     for (int64_t t = 0; t < T; t++) {
         double ls, ez;
         ref_row(z + t * V, V, &ls, &ez);
@@ -271,8 +314,14 @@ void logprob_head_forward_ref(float *logp, float *entropy, float *lse, const flo
 void logprob_head_backward_ref(float *dhidden, float *dw, const float *dlogp, const float *dentropy,
                                const float *hidden, const float *w, const int32_t *targets, const float *lse,
                                int64_t T, int64_t H, int64_t V, float temperature) {
+    logprob_head_backward_cap_ref(dhidden, dw, dlogp, dentropy, hidden, w, targets, lse, T, H, V, temperature, 0.0f);
+}
+
+void logprob_head_backward_cap_ref(float *dhidden, float *dw, const float *dlogp, const float *dentropy,
+                                   const float *hidden, const float *w, const int32_t *targets, const float *lse,
+                                   int64_t T, int64_t H, int64_t V, float temperature, float softcap) {
     head_check(targets, T, H, V, temperature, "logprob_head_backward_ref");
-    double *z = ref_logits(hidden, w, T, H, V, temperature);  // becomes dloss/dlogits in place
+    double *z = ref_logits(hidden, w, T, H, V, temperature, softcap);  // becomes dloss/dlogits in place
     for (int64_t t = 0; t < T; t++) {
         double *zr = z + t * V, ls, ez;
         ref_row(zr, V, &ls, &ez);
@@ -281,7 +330,9 @@ void logprob_head_backward_ref(float *dhidden, float *dw, const float *dlogp, co
         const double gl = dlogp && tg >= 0 ? dlogp[t] : 0.0, ge = dentropy ? dentropy[t] : 0.0;
         for (int64_t v = 0; v < V; v++) {
             double p = exp(zr[v] - ls);
-            zr[v] = (gl * ((v == tg) - p) - ge * p * (zr[v] - ez)) / (double)temperature;
+            double chain = 1.0;   // d(capped)/d(logit) = 1 - tanh^2, tanh = z * temperature / cap
+            if (softcap > 0) { double th = zr[v] * (double)temperature / (double)softcap; chain = 1.0 - th * th; }
+            zr[v] = (gl * ((v == tg) - p) - ge * p * (zr[v] - ez)) / (double)temperature * chain;
         }
     }
 #pragma omp parallel
@@ -317,4 +368,8 @@ void logprob_head_backward_ref(float *dhidden, float *dw, const float *dlogp, co
 // logits (T, V) = hidden (T, H) @ w (V, H)^T
 void logits_forward(float *logits, const float *hidden, const float *w, int64_t T, int64_t H, int64_t V) {
     backend_sgemm(0, 1, T, V, H, 1.0f, hidden, H, w, H, 0.0f, logits, V);
+}
+
+void logits_softcap(float *logits, int64_t n, float softcap) {
+    if (softcap > 0) row_softcap(logits, n, softcap);
 }

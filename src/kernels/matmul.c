@@ -58,3 +58,49 @@ void matmul_backward_ref(float *dinp, float *dw, const float *dout, const float 
         free(acc);
     }
 }
+
+// out (T, OC) += b (OC) on every row
+void bias_forward(float *out, const float *b, int64_t T, int64_t OC) {
+#pragma omp parallel for schedule(static) if (T * OC >= KERNELS_PAR_MIN)
+    for (int64_t t = 0; t < T; t++) {
+        float *o = out + t * OC;
+#pragma omp simd
+        for (int64_t c = 0; c < OC; c++) o[c] += b[c];
+    }
+}
+
+// Rows per partial sum of the bias gradient: partials over fixed row chunks, summed in chunk order, so db does
+// not depend on the thread count.
+#define BIAS_ROW_CHUNK 64
+
+// db (OC) += column sums of dout (T, OC)
+void bias_backward(float *db, const float *dout, int64_t T, int64_t OC) {
+    const int64_t nchunk = (T + BIAS_ROW_CHUNK - 1) / BIAS_ROW_CHUNK;
+    if (nchunk == 0) return;
+    float *part = rlc_alloc_zero((size_t)nchunk * (size_t)OC * sizeof(float));   // (nchunk, OC)
+#pragma omp parallel for schedule(static)
+    for (int64_t k = 0; k < nchunk; k++) {
+        const int64_t r1 = (k + 1) * BIAS_ROW_CHUNK < T ? (k + 1) * BIAS_ROW_CHUNK : T;
+        float *pk = part + k * OC;
+        for (int64_t t = k * BIAS_ROW_CHUNK; t < r1; t++) {
+            const float *g = dout + t * OC;
+#pragma omp simd
+            for (int64_t c = 0; c < OC; c++) pk[c] += g[c];
+        }
+    }
+#pragma omp parallel for schedule(static)
+    for (int64_t c = 0; c < OC; c++) {
+        float s = 0.0f;
+        for (int64_t k = 0; k < nchunk; k++) s += part[k * OC + c];
+        db[c] += s;
+    }
+    rlc_free(part);
+}
+
+void bias_backward_ref(float *db, const float *dout, int64_t T, int64_t OC) {
+    for (int64_t c = 0; c < OC; c++) {
+        double s = 0;
+        for (int64_t t = 0; t < T; t++) s += dout[t * OC + c];
+        db[c] += (float)s;
+    }
+}

@@ -1,11 +1,14 @@
-// rmsnorm.c: RMSNorm over rows (spec 1.2, fp32): out = w * (x * rstd), rstd = 1/sqrt(mean(x^2) + eps).
+// rmsnorm.c: RMSNorm over rows (spec 1.2, fp32): out = (w_off + w) * (x * rstd), rstd = 1/sqrt(mean(x^2) + eps).
+// w_off is 0 (Qwen, Llama: x_hat * w) or 1 (Gemma: x_hat * (1 + w), the weight stored as an offset). In fp32
+// "cast, then multiply" (Llama) and "multiply, then cast" (Gemma) are the same arithmetic; (0 + w) is w exactly.
 #include <math.h>
 
 #include "core/common.h"
 #include "kernels/kernels.h"
 
-// out (rows, C), rstd (rows) = RMSNorm(inp (rows, C)) * w (C)
-void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int64_t rows, int64_t C, float eps) {
+// out (rows, C), rstd (rows) = RMSNorm(inp (rows, C)) * (w_off + w (C))
+void rmsnorm_forward_off(float *out, float *rstd, const float *inp, const float *w, float w_off, int64_t rows, int64_t C,
+                         float eps) {
     CHECK(C > 0 && rows >= 0, "rmsnorm_forward: rows=%lld C=%lld", (long long)rows, (long long)C);
 #pragma omp parallel for schedule(static) if (rows * C >= KERNELS_PAR_MIN)
     for (int64_t r = 0; r < rows; r++) {
@@ -16,18 +19,27 @@ void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, 
         for (int64_t c = 0; c < C; c++) ss += x[c] * x[c];
         float rs = 1.0f / sqrtf(ss / (float)C + eps);
 #pragma omp simd
-        for (int64_t c = 0; c < C; c++) o[c] = w[c] * (x[c] * rs);
+        for (int64_t c = 0; c < C; c++) o[c] = (w_off + w[c]) * (x[c] * rs);
         if (rstd) rstd[r] = rs;
     }
 }
 
+void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int64_t rows, int64_t C, float eps) {
+    rmsnorm_forward_off(out, rstd, inp, w, 0.0f, rows, C, eps);
+}
+
 void rmsnorm_forward_ref(float *out, float *rstd, const float *inp, const float *w, int64_t rows, int64_t C, float eps) {
+    rmsnorm_forward_off_ref(out, rstd, inp, w, 0.0f, rows, C, eps);
+}
+
+void rmsnorm_forward_off_ref(float *out, float *rstd, const float *inp, const float *w, float w_off, int64_t rows,
+                             int64_t C, float eps) {
     for (int64_t r = 0; r < rows; r++) {
         const float *x = inp + r * C;
         double ss = 0;
         for (int64_t c = 0; c < C; c++) ss += (double)x[c] * (double)x[c];
         double rs = 1.0 / sqrt(ss / (double)C + (double)eps);
-        for (int64_t c = 0; c < C; c++) out[r * C + c] = (float)((double)w[c] * ((double)x[c] * rs));
+        for (int64_t c = 0; c < C; c++) out[r * C + c] = (float)(((double)w_off + (double)w[c]) * ((double)x[c] * rs));
         if (rstd) rstd[r] = (float)rs;
     }
 }
@@ -37,8 +49,8 @@ void rmsnorm_forward_ref(float *out, float *rstd, const float *inp, const float 
 #define RMS_ROW_CHUNK 64
 
 // With xh = x*rstd and g = dout:  dinp += rstd * (w*g - xh * mean(w*g*xh));  dw += sum_rows g * xh.
-void rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
-                      const float *rstd, int64_t rows, int64_t C) {
+void rmsnorm_backward_off(float *dinp, float *dw, const float *dout, const float *inp, const float *w, float w_off,
+                          const float *rstd, int64_t rows, int64_t C) {
     int64_t nchunk = (rows + RMS_ROW_CHUNK - 1) / RMS_ROW_CHUNK;
     float *part = dw && nchunk ? rlc_alloc_zero((size_t)nchunk * (size_t)C * sizeof(float)) : NULL;  // (nchunk, C)
 #pragma omp parallel for schedule(static)
@@ -51,11 +63,11 @@ void rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *in
             if (dinp) {
                 float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
-                for (int64_t c = 0; c < C; c++) dot += w[c] * g[c] * (x[c] * rs);
+                for (int64_t c = 0; c < C; c++) dot += (w_off + w[c]) * g[c] * (x[c] * rs);
                 float m = dot / (float)C;
                 float *dx = dinp + r * C;
 #pragma omp simd
-                for (int64_t c = 0; c < C; c++) dx[c] += rs * (w[c] * g[c] - (x[c] * rs) * m);
+                for (int64_t c = 0; c < C; c++) dx[c] += rs * ((w_off + w[c]) * g[c] - (x[c] * rs) * m);
             }
             if (pk) {
 #pragma omp simd
@@ -74,16 +86,26 @@ void rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *in
     }
 }
 
+void rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+                      const float *rstd, int64_t rows, int64_t C) {
+    rmsnorm_backward_off(dinp, dw, dout, inp, w, 0.0f, rstd, rows, C);
+}
+
 void rmsnorm_backward_ref(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
                           const float *rstd, int64_t rows, int64_t C) {
+    rmsnorm_backward_off_ref(dinp, dw, dout, inp, w, 0.0f, rstd, rows, C);
+}
+
+void rmsnorm_backward_off_ref(float *dinp, float *dw, const float *dout, const float *inp, const float *w, float w_off,
+                              const float *rstd, int64_t rows, int64_t C) {
     double *dwacc = dw ? rlc_calloc((size_t)C, sizeof(double)) : NULL;
     for (int64_t r = 0; r < rows; r++) {
         const float *x = inp + r * C, *g = dout + r * C;
         double rs = rstd[r], dot = 0;
-        for (int64_t c = 0; c < C; c++) dot += (double)w[c] * g[c] * x[c] * rs;
+        for (int64_t c = 0; c < C; c++) dot += ((double)w_off + w[c]) * g[c] * x[c] * rs;
         for (int64_t c = 0; c < C; c++) {
             double xh = (double)x[c] * rs;
-            if (dinp) dinp[r * C + c] += (float)(rs * ((double)w[c] * g[c] - xh * dot / (double)C));
+            if (dinp) dinp[r * C + c] += (float)(rs * (((double)w_off + w[c]) * g[c] - xh * dot / (double)C));
             if (dwacc) dwacc[c] += (double)g[c] * xh;
         }
     }

@@ -114,24 +114,98 @@ void rope_inv_freq(float *inv_freq, int head_dim, double theta) {
     }
 }
 
-void rope_table_init(rope_table *rt, int max_pos, int head_dim, double theta) {
-    if (max_pos <= 0) rlc_die("rope: max_position_embeddings must be > 0 (got %d)", max_pos);
-    if (head_dim <= 0 || head_dim % 2) rlc_die("rope: head_dim must be a positive even number (got %d)", head_dim);
-    if (!(theta > 0) || !isfinite(theta)) rlc_die("rope: rope_theta must be a positive finite number (got %g)", theta);
+// The scaled RoPE types, as transformers' modeling_rope_utils.py computes them in float32 tensors
+// (shared/spec/models.md §3): python scalars meet float32 tensors as float32, `x / tensor` is
+// reciprocal(tensor) * x (torch's __rtruediv__), the correction range of yarn is python (double) math.
+void rope_inv_freq_params(float *inv_freq, int head_dim, const rope_params *rp) {
+    const int half = head_dim / 2;
+    rope_inv_freq(inv_freq, head_dim, rp->theta);
+    switch (rp->type) {
+    case ROPE_DEFAULT:
+    case ROPE_DYNAMIC:   // NTK rescaling starts past max_position_embeddings, where rlc never runs
+        return;
+    case ROPE_LINEAR: {
+        const float f = (float)rp->factor;
+        for (int i = 0; i < half; i++) inv_freq[i] = inv_freq[i] / f;
+        return;
+    }
+    case ROPE_LLAMA3: {
+        const float f = (float)rp->factor, lo = (float)rp->low_freq_factor, hi = (float)rp->high_freq_factor;
+        const float N = (float)rp->original_max_position_embeddings;
+        const float low_wl = (float)(rp->original_max_position_embeddings / rp->low_freq_factor);
+        const float high_wl = (float)(rp->original_max_position_embeddings / rp->high_freq_factor);
+        const float two_pi = (float)(2.0 * M_PI), dlh = (float)(rp->high_freq_factor - rp->low_freq_factor);
+        (void)hi;
+        for (int i = 0; i < half; i++) {
+            const float inv = inv_freq[i];
+            const float wl = (1.0f / inv) * two_pi;
+            const float inv_l = wl > low_wl ? inv / f : inv;
+            const float s = ((1.0f / wl) * N - lo) / dlh;
+            const float smooth = (1.0f - s) * inv_l / f + s * inv_l;
+            const int medium = !(wl < high_wl) && !(wl > low_wl);
+            inv_freq[i] = medium ? smooth : inv_l;
+        }
+        return;
+    }
+    case ROPE_YARN: {
+        const double dim = head_dim, base = rp->theta, orig = rp->original_max_position_embeddings;
+        double low = dim * log(orig / (rp->beta_fast * 2 * M_PI)) / (2 * log(base));
+        double high = dim * log(orig / (rp->beta_slow * 2 * M_PI)) / (2 * log(base));
+        if (rp->truncate) { low = floor(low); high = ceil(high); }
+        if (low < 0) low = 0;
+        if (high > dim - 1) high = dim - 1;
+        if (low == high) high += 0.001;   // avoids a division by zero
+        const float flo = (float)low, fden = (float)(high - low), f = (float)rp->factor;
+        for (int i = 0; i < half; i++) {
+            const float ex = (float)(2 * i) / (float)head_dim;
+            const float pf = sleef_powf_pos((float)rp->theta, ex);   // pos_freqs
+            const float extra = 1.0f / pf, inter = 1.0f / (f * pf);
+            float ramp = ((float)i - flo) / fden;
+            ramp = ramp < 0 ? 0 : ramp > 1 ? 1 : ramp;
+            const float w = 1.0f - ramp;   // inv_freq_extrapolation_factor
+            inv_freq[i] = inter * (1.0f - w) + extra * w;
+        }
+        return;
+    }
+    }
+}
+
+static void table_fill(rope_table *rt, int max_pos, int head_dim, const float *inv_freq, float attention_factor) {
     int half = head_dim / 2;
     rt->max_pos = max_pos;
     rt->head_dim = head_dim;
     rt->cos = rlc_alloc((size_t)max_pos * (size_t)half * sizeof(float));
     rt->sin = rlc_alloc((size_t)max_pos * (size_t)half * sizeof(float));
-    float *inv_freq = rlc_malloc((size_t)half * sizeof(float));
-    rope_inv_freq(inv_freq, head_dim, theta);
 #pragma omp parallel for schedule(static)
     for (int p = 0; p < max_pos; p++)
         for (int i = 0; i < half; i++) {
             float f = (float)p * inv_freq[i];
-            rt->cos[(int64_t)p * half + i] = (float)cos((double)f);
-            rt->sin[(int64_t)p * half + i] = (float)sin((double)f);
+            float c = (float)cos((double)f), s = (float)sin((double)f);
+            if (attention_factor != 1.0f) { c *= attention_factor; s *= attention_factor; }   // yarn
+            rt->cos[(int64_t)p * half + i] = c;
+            rt->sin[(int64_t)p * half + i] = s;
         }
+}
+
+static void table_check(int max_pos, int head_dim, double theta) {
+    if (max_pos <= 0) rlc_die("rope: max_position_embeddings must be > 0 (got %d)", max_pos);
+    if (head_dim <= 0 || head_dim % 2) rlc_die("rope: head_dim must be a positive even number (got %d)", head_dim);
+    if (!(theta > 0) || !isfinite(theta)) rlc_die("rope: rope_theta must be a positive finite number (got %g)", theta);
+}
+
+void rope_table_init(rope_table *rt, int max_pos, int head_dim, double theta) {
+    table_check(max_pos, head_dim, theta);
+    float *inv_freq = rlc_malloc((size_t)(head_dim / 2) * sizeof(float));
+    rope_inv_freq(inv_freq, head_dim, theta);
+    table_fill(rt, max_pos, head_dim, inv_freq, 1.0f);
+    free(inv_freq);
+}
+
+void rope_table_init_params(rope_table *rt, int max_pos, int head_dim, const rope_params *rp) {
+    table_check(max_pos, head_dim, rp->theta);
+    float *inv_freq = rlc_malloc((size_t)(head_dim / 2) * sizeof(float));
+    rope_inv_freq_params(inv_freq, head_dim, rp);
+    table_fill(rt, max_pos, head_dim, inv_freq, (float)rp->attention_factor);
     free(inv_freq);
 }
 

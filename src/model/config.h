@@ -5,6 +5,8 @@
 #include <stdint.h>
 
 // RoPE inverse-frequency rules (transformers' modeling_rope_utils.py).
+// ROPE_DYNAMIC (NTK) rescales only past max_position_embeddings, which rlc never reaches, so its inv_freq is
+// the default one for every position rlc runs.
 typedef enum { ROPE_DEFAULT = 0, ROPE_LINEAR, ROPE_DYNAMIC, ROPE_LLAMA3, ROPE_YARN } rope_kind;
 
 typedef struct {
@@ -14,6 +16,7 @@ typedef struct {
     double low_freq_factor;                // llama3
     double high_freq_factor;               // llama3
     int original_max_position_embeddings;  // llama3 / yarn (0 when unused)
+    int orig_explicit;                     // yarn: original_max_position_embeddings came from the config
     double beta_fast, beta_slow;           // yarn (32, 1)
     double mscale, mscale_all_dim;         // yarn (0 when absent)
     int truncate;                          // yarn (1)
@@ -62,12 +65,30 @@ typedef struct {
     rope_params rope_local;       // sliding layers (Gemma 3: default, rope_local_base_freq); == rope otherwise
     // layer_types[l]: LAYER_SLIDING layers attend to keys j with i - sliding_window < j <= i (sliding_window > 0).
     uint8_t layer_types[MODEL_MAX_LAYERS];
+    // config.json values kept for writing the file back (the fields above already hold their effect)
+    double query_pre_attn_scalar;  // Gemma 3 (0 when absent: the scale is head_dim^-1/2)
+    int sliding_window_pattern;    // Gemma 3 (4.50-4.52 form of layer_types)
 } model_config;
+
+// The model_types rlc implements, for error messages: "qwen3, qwen2, llama, mistral, gemma3_text".
+extern const char *const MODEL_TYPES_SUPPORTED;
+// 1 if `model_type` is one of them.
+int model_type_supported(const char *model_type);
+
+// Fill the architecture description from the fields, the way parsing does: model_type ("" = "qwen3") fixes
+// the family knobs (q/k norm, (1+w) norms, sandwich norms, GeGLU, Qwen2's q/k/v biases); a zero attn_scale
+// becomes head_dim^-1/2 (or query_pre_attn_scalar^-1/2), a zero embed_scale 1 (Gemma: sqrt(H) rounded to
+// torch_dtype); a rope with theta 0 becomes the default rope at rope_theta, rope_local with theta 0 a copy of
+// rope (Gemma 3: the default rope at 10000). Fields the config sets (attention_bias/mlp_bias of Llama and
+// Gemma, layer_types, sliding_window, soft-capping) are kept. Code that builds a model_config by hand sets
+// the sizes, rope_theta, rms_norm_eps and what it wants to differ, then calls this.
+void model_config_finalize(model_config *cfg);
 
 // Parse config.json text. `path` is only used in error messages. Dies with a one-line error naming
 // the file and key for a wrong model_type, a missing or mistyped field, or out-of-range values.
 void model_config_parse(model_config *cfg, const char *json_text, const char *path);
 // Load DIR/config.json (or a path to a .json file).
 void model_config_load(model_config *cfg, const char *path);
-// Serialise to HF config.json text (malloc'd), loadable by transformers' Qwen3Config.
+// Serialise to HF config.json text (malloc'd) in the transformers 4.5x form of cfg's model_type (rope_theta +
+// rope_scaling), which transformers v5 also reads.
 char *model_config_to_json(const model_config *cfg);

@@ -1,5 +1,13 @@
-// decoder.c: the Qwen3 dense transformer over packed batches (shared/spec/qwen3.md §1), composed from the
-// kernels of kernels.h: forward, a loss-agnostic backward seeded by d(logp) and d(entropy), and activation
+// decoder.c: the dense decoder over packed batches (shared/spec/qwen3.md §1, models.md §4), composed from the
+// kernels of kernels.h. Family differences come from the architecture description in model_config: biases of
+// the q/k/v/o and MLP products, q/k norms, (1 + w) norms, Gemma 3's sandwich norms, SwiGLU or GeGLU, the
+// embedding and attention scales, a RoPE table per layer kind, sliding-window layers and final-logit
+// soft-capping. The layer:
+//   h1 = norm_in(x);  q, k, v = h1 W^T (+ b);  q, k = rope(qk_norm(q, k));  a = attn(q, k, v)
+//   pre-norm (Qwen, Llama, Mistral): x_mid = x + (a Wo^T (+ bo));             h2 = norm_post_attn(x_mid)
+//   sandwich (Gemma 3):              x_mid = x + norm_post_attn(a Wo^T (+ bo)); h2 = norm_pre_ff(x_mid)
+//   m = act(h2 Wg^T (+ bg)) * (h2 Wu^T (+ bu)) Wd^T (+ bd);  x_out = x_mid + m  (sandwich: + norm_post_ff(m))
+// It has forward, a loss-agnostic backward seeded by d(logp) and d(entropy), and activation
 // checkpointing (none / selective / full). Matrix products go straight to backend_sgemm where an
 // accumulating product (beta = 1) saves a pass over memory (residual adds, summed input gradients).
 #include "model/decoder.h"
@@ -29,12 +37,19 @@ typedef struct {
     float *rstd2;   // (T)
     float *gate;    // (T, I)
     float *up;      // (T, I)
-    float *act;     // (T, I) silu(gate) * up
+    float *act;     // (T, I) act(gate) * up
+    // sandwich norms only (NULL otherwise)
+    float *attn_o;  // (T, H) o_proj(attn), the input of post_attention_layernorm
+    float *rstd_ao; // (T)
+    float *mlp_o;   // (T, H) down(act), the input of post_feedforward_layernorm
+    float *rstd_mo; // (T)
 } layer_acts;
 
 typedef struct {
     int64_t V, H, I, L, nh, nkv, D, QD, KD;
     float eps;
+    float w_off;     // 1 for (1 + w) norms, else 0
+    int qk_norm, sandwich;
 } dims;
 
 static dims dims_of(const model_config *c) {
@@ -42,6 +57,8 @@ static dims dims_of(const model_config *c) {
     d.V = c->vocab_size; d.H = c->hidden_size; d.I = c->intermediate_size; d.L = c->num_hidden_layers;
     d.nh = c->num_attention_heads; d.nkv = c->num_key_value_heads; d.D = c->head_dim;
     d.QD = d.nh * d.D; d.KD = d.nkv * d.D; d.eps = c->rms_norm_eps;
+    d.w_off = c->norm_plus_one ? 1.0f : 0.0f;
+    d.qk_norm = c->qk_norm; d.sandwich = c->sandwich_norm;
     return d;
 }
 
@@ -68,10 +85,18 @@ static void carve_layer(layer_acts *la, char **cur, int64_t *bytes, const dims *
     if (!own_rest) return;
     la->h1 = carve(cur, T * d->H, bytes);
     la->rstd1 = carve(cur, T, bytes);
-    la->q_pre = carve(cur, T * d->QD, bytes);
-    la->rstd_q = carve(cur, T * d->nh, bytes);
-    la->k_pre = carve(cur, T * d->KD, bytes);
-    la->rstd_k = carve(cur, T * d->nkv, bytes);
+    if (d->qk_norm) {   // without q/k norms the projections land in q and k directly
+        la->q_pre = carve(cur, T * d->QD, bytes);
+        la->rstd_q = carve(cur, T * d->nh, bytes);
+        la->k_pre = carve(cur, T * d->KD, bytes);
+        la->rstd_k = carve(cur, T * d->nkv, bytes);
+    }
+    if (d->sandwich) {
+        la->attn_o = carve(cur, T * d->H, bytes);
+        la->rstd_ao = carve(cur, T, bytes);
+        la->mlp_o = carve(cur, T * d->H, bytes);
+        la->rstd_mo = carve(cur, T, bytes);
+    }
     la->q = carve(cur, T * d->QD, bytes);
     la->k = carve(cur, T * d->KD, bytes);
     la->v = carve(cur, T * d->KD, bytes);
@@ -175,6 +200,7 @@ struct decoder_acts {
     float *dA;          // (T, max(I, nh*D)): d(act), then d(attn)
     float *dG;          // (T, max(I, nh*D + 2*nkv*D)): d(gate), then dq | dk | dv
     float *dU;          // (T, max(I, nh*D + nkv*D)): d(up), then dq_pre | dk_pre
+    float *dS;          // (T, H) gradient of a sandwich norm's input (sandwich norms only)
     int64_t T;          // tokens of the last forward
     int have_forward, have_head, have_ent;
     float head_temperature;
@@ -219,6 +245,7 @@ static int64_t acts_layout(decoder_acts *a, char *cur) {
     a->dA = carve(&cur, T * max64(d.I, d.QD), &bytes);
     a->dG = carve(&cur, T * max64(d.I, d.QD + 2 * d.KD), &bytes);
     a->dU = carve(&cur, T * max64(d.I, d.QD + d.KD), &bytes);
+    a->dS = d.sandwich ? carve(&cur, T * d.H, &bytes) : NULL;
     return bytes;
 }
 
@@ -285,7 +312,10 @@ void decoder_model_init(decoder_model *m, const param_layout *pl, param_set *par
     CHECK(c->head_dim % 2 == 0, "head_dim=%d must be even for RoPE", c->head_dim);
     CHECK(c->num_key_value_heads >= 1 && c->num_attention_heads % c->num_key_value_heads == 0, "nh=%d nkv=%d",
           c->num_attention_heads, c->num_key_value_heads);
-    rope_table_init(&m->rope, c->max_position_embeddings, c->head_dim, c->rope_theta);
+    rope_table_init_params(&m->rope, c->max_position_embeddings, c->head_dim, &c->rope);
+    // a second table only where sliding layers use another RoPE (Gemma 3's local base)
+    m->has_rope_local = memcmp(&c->rope, &c->rope_local, sizeof c->rope) != 0;
+    if (m->has_rope_local) rope_table_init_params(&m->rope_local, c->max_position_embeddings, c->head_dim, &c->rope_local);
     m->block_w = rlc_calloc((size_t)pl->n_blocks, sizeof(float *));
     if (params)
         for (int b = 0; b < pl->n_blocks; b++) m->block_w[b] = param_block(params, b);
@@ -294,6 +324,7 @@ void decoder_model_init(decoder_model *m, const param_layout *pl, param_set *par
 
 void decoder_model_free(decoder_model *m) {
     rope_table_free(&m->rope);
+    if (m->has_rope_local) rope_table_free(&m->rope_local);
     free(m->block_w);
     if (m->ws) rlc_free(m->ws->mem);
     free(m->ws);
@@ -322,40 +353,95 @@ const float *decoder_lm_head(const decoder_model *m) {
     return block_ptr(m, m->pl->n_blocks - 1) + m->cfg->hidden_size;
 }
 
-// h1, q_pre/k_pre, q/k (normed + RoPE), v of one layer from la->x_in.
-static void layer_qkv(const decoder_model *m, const layer_weights *lw, layer_acts *la, const int32_t *pos, int64_t T) {
-    dims d = dims_of(m->cfg);
-    rmsnorm_forward(la->h1, la->rstd1, la->x_in, lw->in_norm, T, d.H, d.eps);
-    mm_fwd(la->q_pre, 0.f, la->h1, lw->wq, T, d.H, d.QD);
-    mm_fwd(la->k_pre, 0.f, la->h1, lw->wk, T, d.H, d.KD);
-    mm_fwd(la->v, 0.f, la->h1, lw->wv, T, d.H, d.KD);
-    rmsnorm_forward(la->q, la->rstd_q, la->q_pre, lw->q_norm, T * d.nh, d.D, d.eps);
-    rmsnorm_forward(la->k, la->rstd_k, la->k_pre, lw->k_norm, T * d.nkv, d.D, d.eps);
-    rope_forward(la->q, pos, &m->rope, T, d.nh);
-    rope_forward(la->k, pos, &m->rope, T, d.nkv);
+const rope_table *decoder_rope(const decoder_model *m, int layer) {
+    return m->has_rope_local && m->cfg->layer_types[layer] == LAYER_SLIDING ? &m->rope_local : &m->rope;
+}
+int decoder_layer_window(const model_config *c, int layer) {
+    return c->layer_types[layer] == LAYER_SLIDING ? c->sliding_window : 0;
 }
 
-// x_mid = x_in + o_proj(attn); h2 = post_norm(x_mid); act = swiglu(gate, up); x_out = x_mid + down(act)
-// (x_out NULL: stop after act, as the backward's recompute needs). x_mid/x_out may alias x_in.
+// h1, q_pre/k_pre (with q/k norms), q/k (normed + RoPE), v of layer l from la->x_in.
+static void layer_qkv(const decoder_model *m, int l, const layer_weights *lw, layer_acts *la, const int32_t *pos, int64_t T) {
+    dims d = dims_of(m->cfg);
+    const rope_table *rt = decoder_rope(m, l);
+    rmsnorm_forward_off(la->h1, la->rstd1, la->x_in, lw->in_norm, d.w_off, T, d.H, d.eps);
+    float *qp = d.qk_norm ? la->q_pre : la->q, *kp = d.qk_norm ? la->k_pre : la->k;
+    mm_fwd(qp, 0.f, la->h1, lw->wq, T, d.H, d.QD);
+    mm_fwd(kp, 0.f, la->h1, lw->wk, T, d.H, d.KD);
+    mm_fwd(la->v, 0.f, la->h1, lw->wv, T, d.H, d.KD);
+    if (lw->bq) {
+        bias_forward(qp, lw->bq, T, d.QD);
+        bias_forward(kp, lw->bk, T, d.KD);
+        bias_forward(la->v, lw->bv, T, d.KD);
+    }
+    if (d.qk_norm) {
+        rmsnorm_forward_off(la->q, la->rstd_q, la->q_pre, lw->q_norm, d.w_off, T * d.nh, d.D, d.eps);
+        rmsnorm_forward_off(la->k, la->rstd_k, la->k_pre, lw->k_norm, d.w_off, T * d.nkv, d.D, d.eps);
+    }
+    rope_forward(la->q, pos, rt, T, d.nh);
+    rope_forward(la->k, pos, rt, T, d.nkv);
+}
+
+// x_mid = x_in + o_proj(attn) (sandwich: + post_attn_norm(o_proj(attn))); h2 = the pre-MLP norm of x_mid;
+// act = glu(gate, up); x_out = x_mid + down(act) (sandwich: + post_ff_norm(down(act))). x_out NULL: stop after
+// act, as the backward's recompute needs. x_mid/x_out may alias x_in.
 static void layer_out(const decoder_model *m, const layer_weights *lw, layer_acts *la, float *x_out, int64_t T) {
     dims d = dims_of(m->cfg);
-    copy_par(la->x_mid, la->x_in, T * d.H);
-    mm_fwd(la->x_mid, 1.f, la->attn, lw->wo, T, d.QD, d.H);
-    rmsnorm_forward(la->h2, la->rstd2, la->x_mid, lw->post_norm, T, d.H, d.eps);
+    if (d.sandwich) {
+        mm_fwd(la->attn_o, 0.f, la->attn, lw->wo, T, d.QD, d.H);
+        if (lw->bo) bias_forward(la->attn_o, lw->bo, T, d.H);
+        rmsnorm_forward_off(la->h2, la->rstd_ao, la->attn_o, lw->post_norm, d.w_off, T, d.H, d.eps);   // h2: scratch here
+        residual_forward(la->x_mid, la->x_in, la->h2, T * d.H);
+        rmsnorm_forward_off(la->h2, la->rstd2, la->x_mid, lw->pre_ff_norm, d.w_off, T, d.H, d.eps);
+    } else {
+        copy_par(la->x_mid, la->x_in, T * d.H);
+        mm_fwd(la->x_mid, 1.f, la->attn, lw->wo, T, d.QD, d.H);
+        if (lw->bo) bias_forward(la->x_mid, lw->bo, T, d.H);
+        rmsnorm_forward_off(la->h2, la->rstd2, la->x_mid, lw->post_norm, d.w_off, T, d.H, d.eps);
+    }
     mm_fwd(la->gate, 0.f, la->h2, lw->w_gate, T, d.H, d.I);
     mm_fwd(la->up, 0.f, la->h2, lw->w_up, T, d.H, d.I);
-    swiglu_forward(la->act, la->gate, la->up, T * d.I);
+    if (lw->b_gate) {
+        bias_forward(la->gate, lw->b_gate, T, d.I);
+        bias_forward(la->up, lw->b_up, T, d.I);
+    }
+    glu_forward(la->act, la->gate, la->up, T * d.I, m->cfg->hidden_act);
     if (!x_out) return;
-    copy_par(x_out, la->x_mid, T * d.H);
-    mm_fwd(x_out, 1.f, la->act, lw->w_down, T, d.I, d.H);
+    if (d.sandwich) {
+        mm_fwd(la->mlp_o, 0.f, la->act, lw->w_down, T, d.I, d.H);
+        if (lw->b_down) bias_forward(la->mlp_o, lw->b_down, T, d.H);
+        float *tmp = x_out == la->x_mid ? la->attn_o : x_out;   // attn_o is spent when the stream is updated in place
+        rmsnorm_forward_off(tmp, la->rstd_mo, la->mlp_o, lw->post_ff_norm, d.w_off, T, d.H, d.eps);
+        residual_forward(x_out, tmp, la->x_mid, T * d.H);
+    } else {
+        copy_par(x_out, la->x_mid, T * d.H);
+        mm_fwd(x_out, 1.f, la->act, lw->w_down, T, d.I, d.H);
+        if (lw->b_down) bias_forward(x_out, lw->b_down, T, d.H);
+    }
 }
 
-static void layer_forward(const decoder_model *m, const layer_weights *lw, layer_acts *la, float *x_out, const decoder_batch *b,
-                          int do_attn) {
+static void layer_attention(const decoder_model *m, int l, layer_acts *la, const decoder_batch *b) {
     dims d = dims_of(m->cfg);
-    layer_qkv(m, lw, la, b->pos, b->T);
-    if (do_attn) attention_forward(la->attn, la->lse, la->q, la->k, la->v, b->cu_seqlens, b->n_seqs, (int)d.nh, (int)d.nkv, (int)d.D);
+    attention_forward_sw(la->attn, la->lse, la->q, la->k, la->v, b->cu_seqlens, b->n_seqs, (int)d.nh, (int)d.nkv, (int)d.D,
+                         m->cfg->attn_scale, decoder_layer_window(m->cfg, l));
+}
+
+static void layer_forward(const decoder_model *m, int l, const layer_weights *lw, layer_acts *la, float *x_out,
+                          const decoder_batch *b, int do_attn) {
+    layer_qkv(m, l, lw, la, b->pos, b->T);
+    if (do_attn) layer_attention(m, l, la, b);
     layer_out(m, lw, la, x_out, b->T);
+}
+
+// x (T, H) = embed_tokens[tokens] * embed_scale
+static void embed(const decoder_model *m, float *x, const int32_t *tokens, int64_t T) {
+    const int64_t H = m->cfg->hidden_size;
+    embedding_forward(x, tokens, embed_w(m), T, H);
+    const float sc = m->cfg->embed_scale;
+    if (sc != 1.0f) {
+#pragma omp parallel for schedule(static) if (T * H > (1 << 16))
+        for (int64_t i = 0; i < T * H; i++) x[i] *= sc;
+    }
 }
 
 static void check_batch(const decoder_model *m, const decoder_batch *b) {
@@ -378,13 +464,13 @@ void decoder_forward(decoder_model *m, decoder_acts *a, const decoder_batch *b, 
         CHECK(T <= a->T_max, "batch of %lld tokens > acts T_max %lld", (long long)T, (long long)a->T_max);
         CHECK(a->cfg.hidden_size == d.H && a->cfg.num_hidden_layers == d.L, "acts built for another config");
         a->have_forward = a->have_head = 0;
-        embedding_forward(a->la[0].x_in, b->tokens, embed_w(m), T, d.H);
+        embed(m, a->la[0].x_in, b->tokens, T);
         for (int l = 0; l < d.L; l++) {
             layer_view(m, l, &lw);
             float *x_out = l + 1 < d.L ? a->la[l + 1].x_in : a->x_final;
-            layer_forward(m, &lw, &a->la[l], x_out, b, 1);
+            layer_forward(m, l, &lw, &a->la[l], x_out, b, 1);
         }
-        rmsnorm_forward(a->hidden, a->rstd_f, a->x_final, final_norm_w(m), T, d.H, d.eps);
+        rmsnorm_forward_off(a->hidden, a->rstd_f, a->x_final, final_norm_w(m), d.w_off, T, d.H, d.eps);
         a->T = T;
         a->have_forward = 1;
         hid = a->hidden;
@@ -395,12 +481,12 @@ void decoder_forward(decoder_model *m, decoder_acts *a, const decoder_batch *b, 
         la.x_in = la.x_mid = ws->x;
         la.attn = ws->attn;
         la.lse = ws->lse;
-        embedding_forward(ws->x, b->tokens, embed_w(m), T, d.H);
+        embed(m, ws->x, b->tokens, T);
         for (int l = 0; l < d.L; l++) {
             layer_view(m, l, &lw);
-            layer_forward(m, &lw, &la, ws->x, b, 1);
+            layer_forward(m, l, &lw, &la, ws->x, b, 1);
         }
-        rmsnorm_forward(ws->hidden, ws->rstd_f, ws->x, final_norm_w(m), T, d.H, d.eps);
+        rmsnorm_forward_off(ws->hidden, ws->rstd_f, ws->x, final_norm_w(m), d.w_off, T, d.H, d.eps);
         ws->hidden_T = T;
         hid = ws->hidden;
     }
@@ -423,7 +509,8 @@ void decoder_logprob(decoder_model *m, decoder_acts *a, const decoder_batch *b, 
     }
     for (int64_t t = 0; t < b->T; t++)
         CHECK(targets[t] < d.V, "target %d at %lld outside vocab [0, %lld)", targets[t], (long long)t, (long long)d.V);
-    logprob_head_forward(logp, entropy, lse, hid, decoder_lm_head(m), targets, b->T, d.H, d.V, temperature);
+    logprob_head_forward_cap(logp, entropy, lse, hid, decoder_lm_head(m), targets, b->T, d.H, d.V, temperature,
+                             m->cfg->final_logit_softcapping);
     if (a) {
         a->have_head = 1;
         a->have_ent = entropy != NULL;
@@ -448,11 +535,11 @@ void decoder_backward(decoder_model *m, decoder_acts *a, const decoder_batch *b,
     zero_par(a->dhid, T * H);
     const float *w_head = decoder_lm_head(m);
     float *g_head = tied ? grad_block(m, grads, 0) : grad_block(m, grads, nb - 1) + H;
-    logprob_head_backward_ent(a->dhid, g_head, dlogp, dentropy, a->have_ent ? a->head_ent : NULL, a->hidden,
-                              w_head, targets, a->head_lse, T, H, d.V, temperature);
+    logprob_head_backward_cap(a->dhid, g_head, dlogp, dentropy, a->have_ent ? a->head_ent : NULL, a->hidden, w_head, targets,
+                              a->head_lse, T, H, d.V, temperature, m->cfg->final_logit_softcapping);
     float *dx = a->dx, *dh = a->dh;
     zero_par(dx, T * H);
-    rmsnorm_backward(dx, grad_block(m, grads, nb - 1), a->dhid, a->x_final, final_norm_w(m), a->rstd_f, T, H);
+    rmsnorm_backward_off(dx, grad_block(m, grads, nb - 1), a->dhid, a->x_final, final_norm_w(m), d.w_off, a->rstd_f, T, H);
     grad_done(m, nb - 1);
 
     layer_weights lw, gw;
@@ -460,42 +547,83 @@ void decoder_backward(decoder_model *m, decoder_acts *a, const decoder_batch *b,
         layer_view(m, l, &lw);
         param_layer_view(m->pl, grad_block(m, grads, 1 + l), &gw);
         layer_acts *la = &a->la[l];
-        if (a->mode != CKPT_NONE) layer_forward(m, &lw, la, NULL, b, a->mode == CKPT_FULL);
+        if (a->mode != CKPT_NONE) layer_forward(m, l, &lw, la, NULL, b, a->mode == CKPT_FULL);
+        const rope_table *rt = decoder_rope(m, l);
 
-        // MLP: x_out = x_mid + down(silu(gate) * up)
+        // MLP: x_out = x_mid + down(act(gate) * up) (sandwich: + post_ff_norm(down(...)))
+        const float *dmo = dx;   // d loss / d down(act)
+        if (d.sandwich) {
+            zero_par(a->dS, T * H);
+            if (a->mode != CKPT_NONE) {   // the recompute stopped at act: mlp_o and its rstd are needed here
+                mm_fwd(la->mlp_o, 0.f, la->act, lw.w_down, T, I, H);
+                if (lw.b_down) bias_forward(la->mlp_o, lw.b_down, T, H);
+                rmsnorm_forward_off(a->dh, la->rstd_mo, la->mlp_o, lw.post_ff_norm, d.w_off, T, H, d.eps);
+            }
+            rmsnorm_backward_off(a->dS, gw.post_ff_norm, dx, la->mlp_o, lw.post_ff_norm, d.w_off, la->rstd_mo, T, H);
+            dmo = a->dS;
+        }
         float *dact = a->dA, *dgate = a->dG, *dup = a->dU;
-        mm_bwd_in(dact, 0.f, dx, lw.w_down, T, I, H);
-        mm_bwd_w(gw.w_down, dx, la->act, T, I, H);
+        mm_bwd_in(dact, 0.f, dmo, lw.w_down, T, I, H);
+        mm_bwd_w(gw.w_down, dmo, la->act, T, I, H);
+        if (gw.b_down) bias_backward(gw.b_down, dmo, T, H);
         zero_par(dgate, T * I);
         zero_par(dup, T * I);
-        swiglu_backward(dgate, dup, dact, la->gate, la->up, T * I);
+        glu_backward(dgate, dup, dact, la->gate, la->up, T * I, m->cfg->hidden_act);
+        if (gw.b_gate) {
+            bias_backward(gw.b_gate, dgate, T, I);
+            bias_backward(gw.b_up, dup, T, I);
+        }
         mm_bwd_in(dh, 0.f, dgate, lw.w_gate, T, H, I);
         mm_bwd_in(dh, 1.f, dup, lw.w_up, T, H, I);
         mm_bwd_w(gw.w_gate, dgate, la->h2, T, H, I);
         mm_bwd_w(gw.w_up, dup, la->h2, T, H, I);
-        rmsnorm_backward(dx, gw.post_norm, dh, la->x_mid, lw.post_norm, la->rstd2, T, H);
+        if (d.sandwich) rmsnorm_backward_off(dx, gw.pre_ff_norm, dh, la->x_mid, lw.pre_ff_norm, d.w_off, la->rstd2, T, H);
+        else rmsnorm_backward_off(dx, gw.post_norm, dh, la->x_mid, lw.post_norm, d.w_off, la->rstd2, T, H);
 
-        // attention: x_mid = x_in + o_proj(attn(rope(qnorm(q)), rope(knorm(k)), v))
+        // attention: x_mid = x_in + o_proj(attn(rope(qk_norm(q)), rope(qk_norm(k)), v)) (sandwich: post_attn_norm(o_proj))
+        const float *dao = dx;   // d loss / d o_proj(attn)
+        if (d.sandwich) {
+            zero_par(a->dS, T * H);
+            rmsnorm_backward_off(a->dS, gw.post_norm, dx, la->attn_o, lw.post_norm, d.w_off, la->rstd_ao, T, H);
+            dao = a->dS;
+        }
         float *dattn = a->dA;
         float *dq = a->dG, *dk = a->dG + T * QD, *dv = a->dG + T * (QD + KD);
-        float *dq_pre = a->dU, *dk_pre = a->dU + T * QD;
-        mm_bwd_in(dattn, 0.f, dx, lw.wo, T, QD, H);
-        mm_bwd_w(gw.wo, dx, la->attn, T, QD, H);
+        mm_bwd_in(dattn, 0.f, dao, lw.wo, T, QD, H);
+        mm_bwd_w(gw.wo, dao, la->attn, T, QD, H);
+        if (gw.bo) bias_backward(gw.bo, dao, T, H);
         zero_par(a->dG, T * (QD + 2 * KD));
-        attention_backward(dq, dk, dv, dattn, la->attn, la->lse, la->q, la->k, la->v, b->cu_seqlens, b->n_seqs, nh, nkv, D);
-        rope_backward(dq, b->pos, &m->rope, T, nh);
-        rope_backward(dk, b->pos, &m->rope, T, nkv);
-        zero_par(a->dU, T * (QD + KD));
-        rmsnorm_backward(dq_pre, gw.q_norm, dq, la->q_pre, lw.q_norm, la->rstd_q, T * nh, D);
-        rmsnorm_backward(dk_pre, gw.k_norm, dk, la->k_pre, lw.k_norm, la->rstd_k, T * nkv, D);
-        mm_bwd_in(dh, 0.f, dq_pre, lw.wq, T, H, QD);
-        mm_bwd_in(dh, 1.f, dk_pre, lw.wk, T, H, KD);
+        attention_backward_sw(dq, dk, dv, dattn, la->attn, la->lse, la->q, la->k, la->v, b->cu_seqlens, b->n_seqs, nh, nkv, D,
+                              m->cfg->attn_scale, decoder_layer_window(m->cfg, l));
+        rope_backward(dq, b->pos, rt, T, nh);
+        rope_backward(dk, b->pos, rt, T, nkv);
+        float *dqp = dq, *dkp = dk;   // d loss / d q_proj(h1), k_proj(h1)
+        if (d.qk_norm) {
+            dqp = a->dU;
+            dkp = a->dU + T * QD;
+            zero_par(a->dU, T * (QD + KD));
+            rmsnorm_backward_off(dqp, gw.q_norm, dq, la->q_pre, lw.q_norm, d.w_off, la->rstd_q, T * nh, D);
+            rmsnorm_backward_off(dkp, gw.k_norm, dk, la->k_pre, lw.k_norm, d.w_off, la->rstd_k, T * nkv, D);
+        }
+        if (gw.bq) {
+            bias_backward(gw.bq, dqp, T, QD);
+            bias_backward(gw.bk, dkp, T, KD);
+            bias_backward(gw.bv, dv, T, KD);
+        }
+        mm_bwd_in(dh, 0.f, dqp, lw.wq, T, H, QD);
+        mm_bwd_in(dh, 1.f, dkp, lw.wk, T, H, KD);
         mm_bwd_in(dh, 1.f, dv, lw.wv, T, H, KD);
-        mm_bwd_w(gw.wq, dq_pre, la->h1, T, H, QD);
-        mm_bwd_w(gw.wk, dk_pre, la->h1, T, H, KD);
+        mm_bwd_w(gw.wq, dqp, la->h1, T, H, QD);
+        mm_bwd_w(gw.wk, dkp, la->h1, T, H, KD);
         mm_bwd_w(gw.wv, dv, la->h1, T, H, KD);
-        rmsnorm_backward(dx, gw.in_norm, dh, la->x_in, lw.in_norm, la->rstd1, T, H);
+        rmsnorm_backward_off(dx, gw.in_norm, dh, la->x_in, lw.in_norm, d.w_off, la->rstd1, T, H);
         grad_done(m, 1 + l);
+    }
+    // x = embed_tokens[tokens] * embed_scale
+    if (m->cfg->embed_scale != 1.0f) {
+        const float sc = m->cfg->embed_scale;
+#pragma omp parallel for schedule(static) if (T * H > (1 << 16))
+        for (int64_t i = 0; i < T * H; i++) dx[i] *= sc;
     }
     embedding_backward(grad_block(m, grads, 0), dx, b->tokens, T, H);
     grad_done(m, 0);
@@ -515,7 +643,7 @@ void decoder_layer_qkv(const decoder_model *m, int layer, const float *x, const 
     la.q = q;
     la.k = k;
     la.v = v;
-    layer_qkv(m, &lw, &la, pos, T);
+    layer_qkv(m, layer, &lw, &la, pos, T);
 }
 
 void decoder_layer_out(const decoder_model *m, int layer, float *x, const float *attn, int64_t T) {
@@ -531,15 +659,17 @@ void decoder_layer_out(const decoder_model *m, int layer, float *x, const float 
 
 void decoder_final_norm(const decoder_model *m, float *hidden, const float *x, int64_t T) {
     ws_reserve(m, T);
-    rmsnorm_forward(hidden, m->ws->rstd_f, x, final_norm_w(m), T, m->cfg->hidden_size, m->cfg->rms_norm_eps);
+    rmsnorm_forward_off(hidden, m->ws->rstd_f, x, final_norm_w(m), m->cfg->norm_plus_one ? 1.0f : 0.0f, T,
+                        m->cfg->hidden_size, m->cfg->rms_norm_eps);
 }
 
 void decoder_embed(const decoder_model *m, float *x, const int32_t *tokens, int64_t T) {
     for (int64_t t = 0; t < T; t++)
         CHECK(tokens[t] >= 0 && tokens[t] < m->cfg->vocab_size, "token %d at %lld outside vocab", tokens[t], (long long)t);
-    embedding_forward(x, tokens, embed_w(m), T, m->cfg->hidden_size);
+    embed(m, x, tokens, T);
 }
 
 void decoder_logits(const decoder_model *m, float *logits, const float *hidden, int64_t T) {
     logits_forward(logits, hidden, decoder_lm_head(m), T, m->cfg->hidden_size, m->cfg->vocab_size);
+    logits_softcap(logits, T * m->cfg->vocab_size, m->cfg->final_logit_softcapping);
 }

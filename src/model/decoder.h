@@ -1,4 +1,4 @@
-// decoder.h: the Qwen3 dense transformer over packed batches: forward, loss-agnostic backward,
+// decoder.h: the dense decoder (every family of model_config) over packed batches: forward, loss-agnostic backward,
 // activation checkpointing, and the per-layer pieces the rollout engine composes with its KV cache.
 #pragma once
 #include <stdint.h>
@@ -33,7 +33,9 @@ typedef struct {
     const param_layout *pl;
     const model_config *cfg;     // == &pl->cfg
     param_set *params;           // weights (fp32 master copy)
-    rope_table rope;             // cos/sin for positions 0..max_position_embeddings-1
+    rope_table rope;             // cos/sin for positions 0..max_position_embeddings-1 (full-attention layers)
+    rope_table rope_local;       // the sliding layers' table when their RoPE differs (has_rope_local)
+    int has_rope_local;
     backend_ctx *be;
     float **block_w;             // (pl->n_blocks) base of each block's weights (layer l = block 1+l)
     decoder_get_block_fn get_block;  // NULL: use block_w
@@ -86,6 +88,9 @@ void decoder_backward(decoder_model *m, decoder_acts *a, const decoder_batch *b,
                     const float *dlogp, const float *dentropy, param_set *grads);
 
 // ---- per-layer pieces for the rollout engine (inference only, no saved state) ----
+// The RoPE table of layer l (the sliding layers' own where it differs) and its sliding window (0: full attention).
+const rope_table *decoder_rope(const decoder_model *m, int layer);
+int decoder_layer_window(const model_config *c, int layer);
 // x (T, H) is the residual stream. qkv: q (T, nh*D), k/v (T, nkv*D) after q/k norm and RoPE at pos (T).
 void decoder_layer_qkv(const decoder_model *m, int layer, const float *x, const int32_t *pos, int64_t T,
                      float *q, float *k, float *v);
@@ -93,9 +98,9 @@ void decoder_layer_qkv(const decoder_model *m, int layer, const float *x, const 
 void decoder_layer_out(const decoder_model *m, int layer, float *x, const float *attn, int64_t T);
 // hidden (T, H) = final_norm(x)
 void decoder_final_norm(const decoder_model *m, float *hidden, const float *x, int64_t T);
-// x (T, H) = embed_tokens[tokens (T)]
+// x (T, H) = embed_tokens[tokens (T)] * embed_scale
 void decoder_embed(const decoder_model *m, float *x, const int32_t *tokens, int64_t T);
 // The output matrix (V, H): lm_head, or embed_tokens when tied.
 const float *decoder_lm_head(const decoder_model *m);
-// logits (T, V) = hidden @ lm_head^T (no temperature). Small tests and generation only.
+// logits (T, V) = hidden @ lm_head^T, soft-capped when the config says (no temperature). Small tests and generation only.
 void decoder_logits(const decoder_model *m, float *logits, const float *hidden, int64_t T);

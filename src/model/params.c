@@ -1,4 +1,4 @@
-// params.c: the size table that lays Qwen3's parameters out into blocks.
+// params.c: the size table that lays the decoder's parameters out into blocks, with HF tensor names.
 #include "model/params.h"
 
 #include "core/common.h"
@@ -24,6 +24,7 @@ static void add_tensor(param_layout *pl, int *cap, int block, const char *name, 
 void param_layout_init(param_layout *pl, const model_config *cfg) {
     memset(pl, 0, sizeof *pl);
     pl->cfg = *cfg;
+    model_config_finalize(&pl->cfg);   // idempotent: a parsed config is already final
     const int64_t V = cfg->vocab_size, H = cfg->hidden_size, I = cfg->intermediate_size, L = cfg->num_hidden_layers;
     const int64_t D = cfg->head_dim, QD = (int64_t)cfg->num_attention_heads * D, KD = (int64_t)cfg->num_key_value_heads * D;
     pl->n_blocks = (int)L + 2;
@@ -37,20 +38,33 @@ void param_layout_init(param_layout *pl, const model_config *cfg) {
         int b = 1 + l;
         pl->block_off[b] = off;
         int64_t start = off;
-        struct { int kind; const char *suffix; int ndim; int64_t d0, d1; } lt[LW_COUNT] = {
-            {LW_IN_NORM, "input_layernorm.weight", 1, H, 0},
-            {LW_Q, "self_attn.q_proj.weight", 2, QD, H},
-            {LW_K, "self_attn.k_proj.weight", 2, KD, H},
-            {LW_V, "self_attn.v_proj.weight", 2, KD, H},
-            {LW_O, "self_attn.o_proj.weight", 2, H, QD},
-            {LW_Q_NORM, "self_attn.q_norm.weight", 1, D, 0},
-            {LW_K_NORM, "self_attn.k_norm.weight", 1, D, 0},
-            {LW_POST_NORM, "post_attention_layernorm.weight", 1, H, 0},
-            {LW_GATE, "mlp.gate_proj.weight", 2, I, H},
-            {LW_UP, "mlp.up_proj.weight", 2, I, H},
-            {LW_DOWN, "mlp.down_proj.weight", 2, H, I},
+        const int qkvb = cfg->qkv_bias, ob = cfg->o_bias, mb = cfg->mlp_bias, qkn = cfg->qk_norm, sw = cfg->sandwich_norm;
+        struct { int kind; const char *suffix; int ndim; int64_t d0, d1; int on; } lt[LW_COUNT] = {
+            {LW_IN_NORM, "input_layernorm.weight", 1, H, 0, 1},
+            {LW_Q, "self_attn.q_proj.weight", 2, QD, H, 1},
+            {LW_Q_BIAS, "self_attn.q_proj.bias", 1, QD, 0, qkvb},
+            {LW_K, "self_attn.k_proj.weight", 2, KD, H, 1},
+            {LW_K_BIAS, "self_attn.k_proj.bias", 1, KD, 0, qkvb},
+            {LW_V, "self_attn.v_proj.weight", 2, KD, H, 1},
+            {LW_V_BIAS, "self_attn.v_proj.bias", 1, KD, 0, qkvb},
+            {LW_O, "self_attn.o_proj.weight", 2, H, QD, 1},
+            {LW_O_BIAS, "self_attn.o_proj.bias", 1, H, 0, ob},
+            {LW_Q_NORM, "self_attn.q_norm.weight", 1, D, 0, qkn},
+            {LW_K_NORM, "self_attn.k_norm.weight", 1, D, 0, qkn},
+            {LW_POST_NORM, "post_attention_layernorm.weight", 1, H, 0, 1},
+            {LW_PRE_FF_NORM, "pre_feedforward_layernorm.weight", 1, H, 0, sw},
+            {LW_GATE, "mlp.gate_proj.weight", 2, I, H, 1},
+            {LW_GATE_BIAS, "mlp.gate_proj.bias", 1, I, 0, mb},
+            {LW_UP, "mlp.up_proj.weight", 2, I, H, 1},
+            {LW_UP_BIAS, "mlp.up_proj.bias", 1, I, 0, mb},
+            {LW_DOWN, "mlp.down_proj.weight", 2, H, I, 1},
+            {LW_DOWN_BIAS, "mlp.down_proj.bias", 1, H, 0, mb},
+            {LW_POST_FF_NORM, "post_feedforward_layernorm.weight", 1, H, 0, sw},
         };
         for (int k = 0; k < LW_COUNT; k++) {
+            CHECK(lt[k].kind == k, "size table out of order at %d", k);
+            if (l == 0) pl->layer_off[k] = -1;
+            if (!lt[k].on) continue;
             snprintf(name, sizeof name, "model.layers.%d.%s", l, lt[k].suffix);
             if (l == 0) pl->layer_off[lt[k].kind] = off - start;
             add_tensor(pl, &cap, b, name, lt[k].ndim, lt[k].d0, lt[k].d1, &off);
@@ -87,18 +101,29 @@ void param_set_free(param_set *ps) {
     ps->data = NULL;
 }
 
+static float *at(const param_layout *pl, float *b, int kind) { return pl->layer_off[kind] < 0 ? NULL : b + pl->layer_off[kind]; }
+
 void param_layer_view(const param_layout *pl, float *b, layer_weights *lw) {
-    lw->in_norm = b + pl->layer_off[LW_IN_NORM];
-    lw->wq = b + pl->layer_off[LW_Q];
-    lw->wk = b + pl->layer_off[LW_K];
-    lw->wv = b + pl->layer_off[LW_V];
-    lw->wo = b + pl->layer_off[LW_O];
-    lw->q_norm = b + pl->layer_off[LW_Q_NORM];
-    lw->k_norm = b + pl->layer_off[LW_K_NORM];
-    lw->post_norm = b + pl->layer_off[LW_POST_NORM];
-    lw->w_gate = b + pl->layer_off[LW_GATE];
-    lw->w_up = b + pl->layer_off[LW_UP];
-    lw->w_down = b + pl->layer_off[LW_DOWN];
+    lw->in_norm = at(pl, b, LW_IN_NORM);
+    lw->wq = at(pl, b, LW_Q);
+    lw->bq = at(pl, b, LW_Q_BIAS);
+    lw->wk = at(pl, b, LW_K);
+    lw->bk = at(pl, b, LW_K_BIAS);
+    lw->wv = at(pl, b, LW_V);
+    lw->bv = at(pl, b, LW_V_BIAS);
+    lw->wo = at(pl, b, LW_O);
+    lw->bo = at(pl, b, LW_O_BIAS);
+    lw->q_norm = at(pl, b, LW_Q_NORM);
+    lw->k_norm = at(pl, b, LW_K_NORM);
+    lw->post_norm = at(pl, b, LW_POST_NORM);
+    lw->pre_ff_norm = at(pl, b, LW_PRE_FF_NORM);
+    lw->w_gate = at(pl, b, LW_GATE);
+    lw->b_gate = at(pl, b, LW_GATE_BIAS);
+    lw->w_up = at(pl, b, LW_UP);
+    lw->b_up = at(pl, b, LW_UP_BIAS);
+    lw->w_down = at(pl, b, LW_DOWN);
+    lw->b_down = at(pl, b, LW_DOWN_BIAS);
+    lw->post_ff_norm = at(pl, b, LW_POST_FF_NORM);
 }
 
 float *param_embed(const param_set *ps) { return ps->data; }

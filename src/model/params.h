@@ -1,4 +1,5 @@
-// params.h: Qwen3 parameters as flat contiguous buffers built from a size table.
+// params.h: the decoder's parameters as flat contiguous buffers built from a size table. Which tensors a
+// layer holds is data from the architecture description (biases, q/k norms, Gemma 3's extra norms).
 //
 // Blocks: block 0 = embedding (embed_tokens [V,H]); blocks 1..L = transformer layers; block L+1 =
 // final norm [H] (+ lm_head [V,H] when untied). Every parameter-like set (params, grads, AdamW m and
@@ -11,18 +12,28 @@
 #include "model/config.h"
 
 enum {
-    // tensor kinds inside a layer block, in storage order
-    LW_IN_NORM = 0,   // input_layernorm.weight          (H)
-    LW_Q,             // self_attn.q_proj.weight         (nh*D, H)
-    LW_K,             // self_attn.k_proj.weight         (nkv*D, H)
-    LW_V,             // self_attn.v_proj.weight         (nkv*D, H)
-    LW_O,             // self_attn.o_proj.weight         (H, nh*D)
-    LW_Q_NORM,        // self_attn.q_norm.weight         (D)
-    LW_K_NORM,        // self_attn.k_norm.weight         (D)
-    LW_POST_NORM,     // post_attention_layernorm.weight (H)
-    LW_GATE,          // mlp.gate_proj.weight            (I, H)
-    LW_UP,            // mlp.up_proj.weight              (I, H)
-    LW_DOWN,          // mlp.down_proj.weight            (H, I)
+    // tensor kinds inside a layer block, in storage order; those marked [opt] exist only when the
+    // architecture description asks for them
+    LW_IN_NORM = 0,   // input_layernorm.weight            (H)
+    LW_Q,             // self_attn.q_proj.weight           (nh*D, H)
+    LW_Q_BIAS,        // self_attn.q_proj.bias             (nh*D)   [opt: qkv_bias]
+    LW_K,             // self_attn.k_proj.weight           (nkv*D, H)
+    LW_K_BIAS,        // self_attn.k_proj.bias             (nkv*D)  [opt: qkv_bias]
+    LW_V,             // self_attn.v_proj.weight           (nkv*D, H)
+    LW_V_BIAS,        // self_attn.v_proj.bias             (nkv*D)  [opt: qkv_bias]
+    LW_O,             // self_attn.o_proj.weight           (H, nh*D)
+    LW_O_BIAS,        // self_attn.o_proj.bias             (H)      [opt: o_bias]
+    LW_Q_NORM,        // self_attn.q_norm.weight           (D)      [opt: qk_norm]
+    LW_K_NORM,        // self_attn.k_norm.weight           (D)      [opt: qk_norm]
+    LW_POST_NORM,     // post_attention_layernorm.weight   (H)      pre-MLP norm; Gemma 3: on the attention output
+    LW_PRE_FF_NORM,   // pre_feedforward_layernorm.weight  (H)      [opt: sandwich_norm] Gemma 3's pre-MLP norm
+    LW_GATE,          // mlp.gate_proj.weight              (I, H)
+    LW_GATE_BIAS,     // mlp.gate_proj.bias                (I)      [opt: mlp_bias]
+    LW_UP,            // mlp.up_proj.weight                (I, H)
+    LW_UP_BIAS,       // mlp.up_proj.bias                  (I)      [opt: mlp_bias]
+    LW_DOWN,          // mlp.down_proj.weight              (H, I)
+    LW_DOWN_BIAS,     // mlp.down_proj.bias                (H)      [opt: mlp_bias]
+    LW_POST_FF_NORM,  // post_feedforward_layernorm.weight (H)      [opt: sandwich_norm] on the MLP output
     LW_COUNT
 };
 
@@ -43,7 +54,7 @@ typedef struct {
     int n_tensors;
     param_tensor *tensors;   // (n_tensors) in storage order
     int64_t numel;           // total elements
-    int64_t layer_off[LW_COUNT]; // offsets of each tensor kind relative to a layer block's start
+    int64_t layer_off[LW_COUNT]; // offsets of each tensor kind relative to a layer block's start (-1: absent)
     int64_t layer_numel;     // elements in one layer block
 } param_layout;
 
@@ -66,15 +77,24 @@ void param_set_free(param_set *ps);
 typedef struct {
     float *in_norm;    // (H)
     float *wq;         // (nh*D, H)
+    float *bq;         // (nh*D) or NULL
     float *wk;         // (nkv*D, H)
+    float *bk;         // (nkv*D) or NULL
     float *wv;         // (nkv*D, H)
+    float *bv;         // (nkv*D) or NULL
     float *wo;         // (H, nh*D)
-    float *q_norm;     // (D)
-    float *k_norm;     // (D)
+    float *bo;         // (H) or NULL
+    float *q_norm;     // (D) or NULL
+    float *k_norm;     // (D) or NULL
     float *post_norm;  // (H)
+    float *pre_ff_norm;  // (H) or NULL
     float *w_gate;     // (I, H)
+    float *b_gate;     // (I) or NULL
     float *w_up;       // (I, H)
+    float *b_up;       // (I) or NULL
     float *w_down;     // (H, I)
+    float *b_down;     // (H) or NULL
+    float *post_ff_norm; // (H) or NULL
 } layer_weights;
 
 // Pointers for layer l given the start of that layer's block (e.g. ps->data + block_off[1+l]).

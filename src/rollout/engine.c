@@ -105,15 +105,15 @@ static void kv_pools_init(rollout_engine *e, int64_t budget) {
     const rollout_config *cfg = &e->cfg;
     const int L = c->num_hidden_layers, bs = cfg->block_size;
     CHECK(L >= 1 && L <= MODEL_MAX_LAYERS, "rollout: %d layers", L);
-    const int W = c->sliding_window;
-    int n[N_POOLS] = {0, 0};
+    int W = 0, n[N_POOLS] = {0, 0};
     for (int l = 0; l < L; l++) {
-        const int p = cfg->sliding_kv_pool && c->layer_types[l] == LAYER_SLIDING && W > 0 && W < c->max_position_embeddings
-                          ? POOL_WINDOW : POOL_FULL;
+        const int w = decoder_layer_window(c, l);
+        const int p = cfg->sliding_kv_pool && w > 0 && w < c->max_position_embeddings ? POOL_WINDOW : POOL_FULL;
+        if (p == POOL_WINDOW && w > W) W = w;   // recycling keeps the widest window
         e->layer_pool[l] = (int16_t)p;
         e->layer_slot[l] = (int16_t)n[p]++;
     }
-    e->window = n[POOL_WINDOW] > 0 ? W : 0;
+    e->window = W;
     int64_t bytes[N_POOLS] = {budget, 0};
     if (n[POOL_FULL] == 0) {
         bytes[POOL_FULL] = 0;
@@ -228,10 +228,11 @@ int64_t rollout_engine_kv_bytes(const rollout_engine *e) {
 
 // ---- the packed forward ------------------------------------------------------------------------------------
 
-// A weight matrix in fp32 (master) and, with the bf16 switch, its bf16 copy at the same layout offset.
-static rowgemm_out mm_out(const rollout_engine *e, float *out, int64_t ldo, const float *w, const float *wbase,
-                          int64_t wbase_off, int64_t OC) {
-    rowgemm_out o = {.out = out, .ldo = ldo, .OC = OC};
+// A weight matrix in fp32 (master) and, with the bf16 switch, its bf16 copy at the same layout offset; its bias
+// (OC) or NULL stays fp32 (added to the product's sum before the store or the residual add, as torch's linear).
+static rowgemm_out mm_out(const rollout_engine *e, float *out, int64_t ldo, const float *w, const float *bias,
+                          const float *wbase, int64_t wbase_off, int64_t OC) {
+    rowgemm_out o = {.out = out, .ldo = ldo, .bias = bias, .OC = OC};
     if (e->w16) o.w16 = e->w16 + wbase_off + (w - wbase);
     else o.w = w;
     return o;
@@ -255,7 +256,7 @@ static void layer_attention(rollout_engine *e, int l, float *att, const float *q
                             int64_t T, const kv_tables *kt) {
     const model_config *c = e->m->cfg;
     const int p = e->layer_pool[l], li = e->layer_slot[l];
-    const int window = c->layer_types[l] == LAYER_SLIDING && c->sliding_window > 0 ? c->sliding_window : 0;
+    const int window = decoder_layer_window(c, l);
     paged_kv_write(&e->kv[p], li, k, v, kt->bt[p], kt->stride, e->tok_seq, e->pos, T);
     paged_attention_forward(att, q, &e->kv[p], li, kt->bt[p], kt->stride, e->tok_seq, e->pos, T, c->num_attention_heads,
                             window, c->attn_scale);
@@ -267,31 +268,50 @@ static void forward_tokens(rollout_engine *e, int64_t T, const kv_tables *kt) {
     const model_config *c = m->cfg;
     const int64_t H = c->hidden_size, D = c->head_dim, nh = c->num_attention_heads, nkv = c->num_key_value_heads;
     const int64_t QD = nh * D, KD = nkv * D, I = c->intermediate_size;
-    const float eps = c->rms_norm_eps;
+    const float eps = c->rms_norm_eps, w_off = c->norm_plus_one ? 1.0f : 0.0f;
     decoder_embed(m, e->x, e->tok, T);
     for (int l = 0; l < c->num_hidden_layers; l++) {
         float *base = block_base(m, 1 + l);
         const int64_t off = m->pl->block_off[1 + l];
+        const rope_table *rt = decoder_rope(m, l);
         layer_weights lw;
         param_layer_view(m->pl, base, &lw);
-        rmsnorm_forward(e->xn, e->rstd, e->x, lw.in_norm, T, H, eps);
-        const rowgemm_out qkv[3] = {mm_out(e, e->q, QD, lw.wq, base, off, QD), mm_out(e, e->k, KD, lw.wk, base, off, KD),
-                                    mm_out(e, e->v, KD, lw.wv, base, off, KD)};
+        rmsnorm_forward_off(e->xn, e->rstd, e->x, lw.in_norm, w_off, T, H, eps);
+        float *qp = c->qk_norm ? e->q : e->qn, *kp = c->qk_norm ? e->k : e->kn;   // without q/k norms: straight to RoPE
+        const rowgemm_out qkv[3] = {mm_out(e, qp, QD, lw.wq, lw.bq, base, off, QD), mm_out(e, kp, KD, lw.wk, lw.bk, base, off, KD),
+                                    mm_out(e, e->v, KD, lw.wv, lw.bv, base, off, KD)};
         mm(e, qkv, 3, e->xn, T, H, 0);
-        rmsnorm_forward(e->qn, e->rstd, e->q, lw.q_norm, T * nh, D, eps);
-        rmsnorm_forward(e->kn, e->rstd, e->k, lw.k_norm, T * nkv, D, eps);
-        rope_forward(e->qn, e->pos, &m->rope, T, nh);
-        rope_forward(e->kn, e->pos, &m->rope, T, nkv);
+        if (c->qk_norm) {
+            rmsnorm_forward_off(e->qn, e->rstd, e->q, lw.q_norm, w_off, T * nh, D, eps);
+            rmsnorm_forward_off(e->kn, e->rstd, e->k, lw.k_norm, w_off, T * nkv, D, eps);
+        }
+        rope_forward(e->qn, e->pos, rt, T, nh);
+        rope_forward(e->kn, e->pos, rt, T, nkv);
         layer_attention(e, l, e->att, e->qn, e->kn, e->v, T, kt);
-        const rowgemm_out o_proj = mm_out(e, e->x, H, lw.wo, base, off, H);
-        mm(e, &o_proj, 1, e->att, T, QD, 1);   // x += o_proj(attn)
-        rmsnorm_forward(e->xn, e->rstd, e->x, lw.post_norm, T, H, eps);
-        const rowgemm_out gate_up[2] = {mm_out(e, e->gate, I, lw.w_gate, base, off, I),
-                                        mm_out(e, e->up, I, lw.w_up, base, off, I)};
+        if (c->sandwich_norm) {   // x += post_attn_norm(o_proj(attn)); xn = pre_ff_norm(x)
+            const rowgemm_out o_proj = mm_out(e, e->xn, H, lw.wo, lw.bo, base, off, H);
+            mm(e, &o_proj, 1, e->att, T, QD, 0);
+            rmsnorm_forward_off(e->xn, e->rstd, e->xn, lw.post_norm, w_off, T, H, eps);
+            residual_forward(e->x, e->x, e->xn, T * H);
+            rmsnorm_forward_off(e->xn, e->rstd, e->x, lw.pre_ff_norm, w_off, T, H, eps);
+        } else {
+            const rowgemm_out o_proj = mm_out(e, e->x, H, lw.wo, lw.bo, base, off, H);
+            mm(e, &o_proj, 1, e->att, T, QD, 1);   // x += o_proj(attn)
+            rmsnorm_forward_off(e->xn, e->rstd, e->x, lw.post_norm, w_off, T, H, eps);
+        }
+        const rowgemm_out gate_up[2] = {mm_out(e, e->gate, I, lw.w_gate, lw.b_gate, base, off, I),
+                                        mm_out(e, e->up, I, lw.w_up, lw.b_up, base, off, I)};
         mm(e, gate_up, 2, e->xn, T, H, 0);
-        swiglu_forward(e->act, e->gate, e->up, T * I);
-        const rowgemm_out down = mm_out(e, e->x, H, lw.w_down, base, off, H);
-        mm(e, &down, 1, e->act, T, I, 1);   // x += mlp
+        glu_forward(e->act, e->gate, e->up, T * I, c->hidden_act);
+        if (c->sandwich_norm) {   // x += post_ff_norm(down(act))
+            const rowgemm_out down = mm_out(e, e->xn, H, lw.w_down, lw.b_down, base, off, H);
+            mm(e, &down, 1, e->act, T, I, 0);
+            rmsnorm_forward_off(e->xn, e->rstd, e->xn, lw.post_ff_norm, w_off, T, H, eps);
+            residual_forward(e->x, e->x, e->xn, T * H);
+        } else {
+            const rowgemm_out down = mm_out(e, e->x, H, lw.w_down, lw.b_down, base, off, H);
+            mm(e, &down, 1, e->act, T, I, 1);   // x += mlp
+        }
     }
 }
 
@@ -321,6 +341,7 @@ static void logits_rows(rollout_engine *e, int64_t R) {
     } else {
         rowgemm_forward(e->logits, V, e->hid, w, R, H, V, 0);
     }
+    logits_softcap(e->logits, R * V, c->final_logit_softcapping);
 }
 
 // ---- scheduling -----------------------------------------------------------------------------------------
@@ -586,7 +607,7 @@ static int64_t step(gen_state *g, int n_prompts, feed_t *feeds, int *joiners, in
     const int Rf = R;
     if (Rf > 0) {
         const float *fn = block_base(e->m, e->m->pl->n_blocks - 1);
-        rmsnorm_forward(e->hid, e->rstd, e->xs, fn, Rf, H, c->rms_norm_eps);
+        rmsnorm_forward_off(e->hid, e->rstd, e->xs, fn, c->norm_plus_one ? 1.0f : 0.0f, Rf, H, c->rms_norm_eps);
     }
     for (int r = 0; r < Rf; r++) {   // a leader that finished the prompt publishes its prefix
         const int si = row_seq[r];

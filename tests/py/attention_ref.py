@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 # attention_ref.py DIR...: PyTorch oracle for tests/test_attention.c, one case per directory.
-# Reads DIR/meta.txt ("T nh nkv D n_seqs"), cu.i32 (n_seqs+1), q.f32 (T, nh*D), k.f32 / v.f32 (T, nkv*D),
+# Reads DIR/meta.txt ("T nh nkv D n_seqs [scale window]"; window > 0: query i sees keys i - window < j <= i), cu.i32 (n_seqs+1), q.f32 (T, nh*D), k.f32 / v.f32 (T, nkv*D),
 # dout.f32 (T, nh*D). Computes softmax attention with a block-diagonal causal mask in float64 and its
 # autograd gradients; writes out.f32 (T, nh*D), lse.f32 (T, nh), dq.f32, dk.f32, dv.f32 (float32).
 import os
@@ -11,7 +11,10 @@ import torch
 
 
 def run(d):
-    T, nh, nkv, D, n = (int(x) for x in open(os.path.join(d, "meta.txt")).read().split())
+    meta = open(os.path.join(d, "meta.txt")).read().split()
+    T, nh, nkv, D, n = (int(x) for x in meta[:5])
+    scale = float(meta[5]) if len(meta) > 5 else D ** -0.5
+    window = int(meta[6]) if len(meta) > 6 else 0
     cu = np.fromfile(os.path.join(d, "cu.i32"), dtype=np.int32)
     assert cu.shape[0] == n + 1 and cu[0] == 0 and cu[-1] == T
 
@@ -28,10 +31,12 @@ def run(d):
         seq[cu[s]:cu[s + 1]] = s
     pos = torch.arange(T)
     mask = (seq[:, None] == seq[None, :]) & (pos[None, :] <= pos[:, None])   # (T, T) query x key
+    if window > 0:
+        mask &= pos[None, :] > pos[:, None] - window
     g = nh // nkv
     kk = k.repeat_interleave(g, dim=0)   # head h uses kv head h // g
     vv = v.repeat_interleave(g, dim=0)
-    scores = (q @ kk.transpose(1, 2)) * (D ** -0.5)
+    scores = (q @ kk.transpose(1, 2)) * scale
     scores = scores.masked_fill(~mask, float("-inf"))
     lse = torch.logsumexp(scores, dim=-1)            # (nh, T)
     p = torch.softmax(scores, dim=-1)

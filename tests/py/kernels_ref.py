@@ -64,6 +64,24 @@ def run(name, op, kv):
         out = x * cos + rotate_half(x) * sin
         (out * load(name, "dout", (T, nh, Dh))).sum().backward()
         save(name, "out", out); save(name, "dx", x.grad)
+    elif op == "rmsnorm1p":  # Gemma3RMSNorm: float32 x_hat * (1 + w)
+        R, C, eps = i("rows"), i("C"), f("eps")
+        x, w = grad_leaf(load(name, "inp", (R, C))), grad_leaf(load(name, "w", (C,)))
+        out = (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)) * (1.0 + w.float())
+        (out * load(name, "dout", (R, C))).sum().backward()
+        save(name, "out", out); save(name, "dinp", x.grad); save(name, "dw", w.grad)
+    elif op == "geglu":  # Gemma's MLP activation: gelu_pytorch_tanh(gate) * up
+        n = i("n")
+        g, u = grad_leaf(load(name, "gate", (n,))), grad_leaf(load(name, "up", (n,)))
+        out = torch.nn.functional.gelu(g, approximate="tanh") * u
+        (out * load(name, "dout", (n,))).sum().backward()
+        save(name, "out", out); save(name, "dgate", g.grad); save(name, "dup", u.grad)
+    elif op == "bias":  # nn.Linear's bias: out = x + b over rows
+        T, OC = i("T"), i("OC")
+        b = grad_leaf(load(name, "b", (OC,)))
+        out = load(name, "x", (T, OC)) + b
+        (out * load(name, "dout", (T, OC))).sum().backward()
+        save(name, "out", out); save(name, "db", b.grad)
     elif op == "swiglu":
         n = i("n")
         g, u = grad_leaf(load(name, "gate", (n,))), grad_leaf(load(name, "up", (n,)))
@@ -81,7 +99,11 @@ def run(name, op, kv):
         T, H, V, temp, ent = i("T"), i("H"), i("V"), f("temperature"), i("entropy")
         h, w = grad_leaf(load(name, "hidden", (T, H))), grad_leaf(load(name, "w", (V, H)))
         tg = load(name, "targets", (T,), np.int32).long()
-        logits = (h @ w.t()) / temp
+        logits = h @ w.t()
+        cap = float(kv.get("softcap", 0))
+        if cap > 0:  # final-logit soft-capping (Gemma 2 style), before the temperature
+            logits = cap * torch.tanh(logits / cap)
+        logits = logits / temp
         lse = torch.logsumexp(logits, dim=-1)
         lp = torch.log_softmax(logits, dim=-1).gather(-1, tg.clamp(min=0)[:, None])[:, 0]
         lp = torch.where(tg >= 0, lp, torch.zeros_like(lp))
