@@ -1,7 +1,7 @@
 // bench_generate.c: rollout engine throughput on the Qwen3-0.6B shape (or, --shape, Llama-3.2-1B's or
 // Gemma-3-1b's, from examples/*-config.json: Gemma's 5:1 sliding layers with W = 512) with random weights.
 //
-// Scenarios (64-token prompts, --new tokens each, eos disabled, temperature 1 sampling):
+// Scenarios (64-token prompts (--prompt-len), --new tokens each, eos disabled, temperature 1 sampling):
 //   batch 1 (one prompt, n=1) | n=8 from one prompt (prompt sharing) | 64 sequences (64 prompts, n=1)
 // Reported: decode tokens/s (tokens after each sample's first, over the time after the last first token),
 // time to first token, peak RSS; the memory-bandwidth roofline for batch 1 = measured copy bandwidth /
@@ -24,6 +24,7 @@
 //
 // usage: bench_generate [--shape qwen3-0.6b|llama-3.2-1b|gemma-3-1b] [--new N] [--reps R] [--threads T] [--bf16]
 //                       [--kv-bf16] [--warm] [--no-torch] [--torch-new N] [--skip64] [--only 0|1|2] [--contexts C,...]
+//                       [--prompt-len P (64)]
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -148,9 +149,8 @@ static void mid_probe_hook(void *ctx, int prompt, int sample, int64_t step, cons
     mp->spent_s += rlc_now() - t0;
 }
 
-static run_stats run(decoder_model *m, int n_prompts, int n, int new_tokens, int bf16, kv_dtype kvdt, int64_t kv_bytes,
+static run_stats run(decoder_model *m, int P, int n_prompts, int n, int new_tokens, int bf16, kv_dtype kvdt, int64_t kv_bytes,
                      int warm, mid_probes *mp) {
-    const int P = 64;
     rollout_config rc;
     rollout_config_default(&rc);
     rc.n = n;
@@ -195,10 +195,10 @@ static run_stats run(decoder_model *m, int n_prompts, int n, int new_tokens, int
     return st;
 }
 
-static double torch_tok_s(const char *shape, int batch, int new_tokens, int threads, double *ttft) {
+static double torch_tok_s(const char *shape, int prompt_len, int batch, int new_tokens, int threads, double *ttft) {
     char cmd[512];
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 bench/torch_decode.py --shape %s --batch %d --new %d --threads %d 2>/dev/null",
-             shape, batch, new_tokens, threads);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 bench/torch_decode.py --shape %s --prompt-len %d --batch %d --new %d --threads %d "
+             "2>/dev/null", shape, prompt_len, batch, new_tokens, threads);
     FILE *f = popen(cmd, "r");
     if (!f) return -1;
     char line[1024] = {0};
@@ -267,6 +267,7 @@ static void run_contexts(decoder_model *m, const char *list) {
 int main(int argc, char **argv) {
     backend_fix_blas_coretype(argc, argv);
     const char *shape = "qwen3-0.6b", *contexts = NULL;
+    int prompt_len = 64;
     int new_tokens = 256, reps = 1, threads = 0, bf16 = 0, kv_bf16 = 0, warm = 0, torch = 1, torch_new = -1, skip64 = 0, only = -1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--new") && i + 1 < argc) new_tokens = atoi(argv[++i]);
@@ -281,9 +282,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = atoi(argv[++i]);   // 0, 1, 2: one scenario
         else if (!strcmp(argv[i], "--shape") && i + 1 < argc) shape = argv[++i];
         else if (!strcmp(argv[i], "--contexts") && i + 1 < argc) contexts = argv[++i];
+        else if (!strcmp(argv[i], "--prompt-len") && i + 1 < argc) prompt_len = atoi(argv[++i]);
         else rlc_die("bench_generate: unknown argument '%s'", argv[i]);
     }
     if (reps < 1 || reps > 9) rlc_die("bench_generate: --reps must be 1..9");
+    if (prompt_len < 1 || prompt_len > 512) rlc_die("bench_generate: --prompt-len must be 1..512");
     if (torch_new < 0) torch_new = new_tokens;   // the peer decodes the same workload (context grows the same way)
     backend_ctx be;
     backend_init(&be, threads);
@@ -292,8 +295,8 @@ int main(int argc, char **argv) {
     else if (!strcmp(shape, "llama-3.2-1b")) model_config_load(&cfg, "examples/llama-3.2-1b-instruct-config.json");
     else if (!strcmp(shape, "gemma-3-1b")) model_config_load(&cfg, "examples/gemma-3-1b-it-config.json");
     else rlc_die("bench_generate: --shape %s, expected qwen3-0.6b, llama-3.2-1b or gemma-3-1b", shape);
-    printf("bench_generate: %s shape (%s), random fp32 weights, 64-token prompts, %d new tokens, eos off; threads %d, BLAS %s, "
-           "rowgemm %s, paged attention %s; %s\n", shape, cfg.model_type, new_tokens, be.n_threads, be.blas_core, rowgemm_isa(),
+    printf("bench_generate: %s shape (%s), random fp32 weights, %d-token prompts, %d new tokens, eos off; threads %d, BLAS %s, "
+           "rowgemm %s, paged attention %s; %s\n", shape, cfg.model_type, prompt_len, new_tokens, be.n_threads, be.blas_core, rowgemm_isa(),
            paged_attention_isa(), warm ? "warm engines (each measured rollout is its engine's second)" : "fresh engines");
     param_layout pl;
     param_layout_init(&pl, &cfg);
@@ -337,7 +340,7 @@ int main(int argc, char **argv) {
                 // tokens) and after every run; the read-only roofline likewise, from passes during the runs
                 mid_probes mp = {.probe = &probe, .w = ps.data, .numel = (size_t)pl.numel, .every = 32};
                 if (i == 0) probes[n_probes++] = copy_bandwidth(&probe, 5);
-                run_stats st = run(&m, sc[i].np, sc[i].n, new_tokens, b16, kvdt, kv, warm, i == 0 ? &mp : NULL);
+                run_stats st = run(&m, prompt_len, sc[i].np, sc[i].n, new_tokens, b16, kvdt, kv, warm, i == 0 ? &mp : NULL);
                 tk[r] = st.decode_tok_s;
                 tt[r] = st.ttft_s;
                 if (i == 0) {
@@ -378,8 +381,8 @@ int main(int argc, char **argv) {
     if (torch) {
         double tt1 = 0, tt16 = 0;   // the peer at batch 1 only when batch 1 ran
         const int b1 = res_tok[0][0] > 0 || res_tok[1][0] > 0 || res_tok[2][0] > 0;
-        double t1 = b1 ? torch_tok_s(shape, 1, torch_new, be.n_threads, &tt1) : 0;
-        double t16 = torch_tok_s(shape, 16, torch_new, be.n_threads, &tt16);
+        double t1 = b1 ? torch_tok_s(shape, prompt_len, 1, torch_new, be.n_threads, &tt1) : 0;
+        double t16 = torch_tok_s(shape, prompt_len, 16, torch_new, be.n_threads, &tt16);
         printf("PyTorch %s KV-cache decode (bench/torch_decode.py, %d new tokens): batch 1 %.2f tokens/s (ttft %.2f s), batch 16 %.2f "
                "tokens/s (ttft %.2f s)\n",
                "fp32", torch_new, t1, tt1, t16, tt16);
