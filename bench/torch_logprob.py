@@ -3,8 +3,8 @@
 Usage: torch_logprob.py MODEL_DIR TOKENS.json RLC_OUT.bin REPS THREADS
 TOKENS.json = {"seqs": [[ids...], ...]}; RLC_OUT.bin = rlc's logp then entropy (float32, per sequence the
 n-1 scored positions, concatenated). Prints one line per quantity, "key value", for the C side to parse.
-Forward in float32 with the eager reference of tests/py/qwen3_ref.py, one sequence at a time (a packed
-block-diagonal mask over all 4096 tokens would cost torch T x T x heads memory).
+Forward in float32 with the eager reference of tests/py/families_ref.py (every family), one sequence at a time
+(a packed block-diagonal mask over all 4096 tokens would cost torch T x T x heads memory).
 """
 import json
 import os
@@ -15,14 +15,15 @@ import time
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "py"))
+import families_ref as F  # noqa: E402
 import qwen3_ref as Q  # noqa: E402
 
 
 def main():
     model_dir, tok_path, rlc_out, reps, threads = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
     torch.set_num_threads(threads)
-    cfg = Q.load_config(model_dir)
-    model = Q.Qwen3(cfg, torch.float32).load_hf(Q.load_model_dir(model_dir))
+    cfg = F.resolve(json.load(open(os.path.join(model_dir, "config.json"))))
+    model = F.Decoder(cfg, torch.float32).load_hf(Q.load_model_dir(model_dir))
     model.eval()
     seqs = json.load(open(tok_path))["seqs"]
     n_tok = sum(len(s) for s in seqs)

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""PyTorch reference training step for bench/bench_train.c: Qwen3 (tests/py/qwen3_ref.py, fp32, eager) on
-SEQS random sequences of LEN tokens; forward + backward (next-token cross-entropy, token-mean) with one
+"""PyTorch reference training step for bench/bench_train.c: the decoder of any family (tests/py/families_ref.py,
+fp32, eager) on SEQS random sequences of LEN tokens; forward + backward (next-token cross-entropy, token-mean) with one
 sequence per micro-batch (gradient accumulation: the packed reference's dense (T x T) mask over 8 x 512
 tokens would not fit in memory), clip_grad_norm_(1.0), AdamW. Prints one JSON line.
 
@@ -16,6 +16,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "py"))
+import families_ref as F  # noqa: E402
 import qwen3_ref as Q  # noqa: E402
 
 
@@ -30,8 +31,8 @@ def main():
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
-    cfg = Q.load_config(a.config)
-    model = Q.Qwen3(cfg, torch.float32)
+    cfg = F.resolve(json.load(open(a.config)))
+    model = F.Decoder(cfg, torch.float32)
     params = [p for p in model.parameters()]
     n_params = sum(p.numel() for p in params)
     opt = torch.optim.AdamW(params, lr=1e-5, weight_decay=0.01)

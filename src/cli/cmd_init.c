@@ -1,6 +1,6 @@
-// cmd_init.c: `rlc init` writes a randomly initialised Qwen3 checkpoint (config.json + model.safetensors).
-// Initialisation follows transformers' Qwen3PreTrainedModel._init_weights: Linear and Embedding weights
-// ~ normal(0, initializer_range), RMSNorm weights = 1. Draws come from Philox streams keyed by
+// cmd_init.c: `rlc init` writes a randomly initialised checkpoint of any decoder family (config.json +
+// model.safetensors). Initialisation follows transformers' _init_weights: Linear and Embedding weights
+// ~ normal(0, initializer_range), biases 0, RMSNorm weights 1 (Gemma's (1 + w) norms: 0). Draws come from Philox streams keyed by
 // (seed, tensor index, chunk index), so the result does not depend on the thread count.
 #include <omp.h>
 
@@ -27,8 +27,10 @@ static void init_fill(void *vctx, const st_write_tensor *t, int64_t start, int64
     int ti = param_layout_find(c->pl, t->name);
     CHECK(ti >= 0 && start % INIT_CHUNK == 0, "tensor %s, start %lld", t->name, (long long)start);
     const param_tensor *p = &c->pl->tensors[ti];
-    if (p->ndim == 1) {                  // RMSNorm weights (input/post/final norm, q_norm, k_norm)
-        for (int64_t j = 0; j < n; j++) dst[j] = 1.0f;
+    if (p->ndim == 1) {
+        // biases 0 (nn.Linear under _init_weights); RMSNorm weights 1, or 0 where the norm is x_hat * (1 + w) (Gemma)
+        const float v = strstr(t->name, ".bias") || c->pl->cfg.norm_plus_one ? 0.0f : 1.0f;
+        for (int64_t j = 0; j < n; j++) dst[j] = v;
         return;
     }
     const float std = c->pl->cfg.initializer_range;   // Linear and Embedding weights
