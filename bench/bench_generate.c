@@ -218,7 +218,8 @@ static void run_contexts(decoder_model *m, const char *list) {
     const model_config *c = m->cfg;
     int n_win = 0;
     for (int l = 0; l < c->num_hidden_layers; l++) n_win += decoder_layer_window(c, l) > 0;
-    printf("contexts: %d of %d layers slide (W = %d); 4 samples of one prompt, 16 new tokens, fp32 KV\n", n_win,
+    printf("contexts: %d of %d layers slide (W = %d); 4 samples of one prompt, 16 new tokens, fp32 KV, 512-token prefill "
+           "chunks\n", n_win,
            c->num_hidden_layers, c->sliding_window);
     const int N = 4, NEW = 16;
     for (const char *p = list; *p;) {
@@ -231,6 +232,9 @@ static void run_contexts(decoder_model *m, const char *list) {
         rc.ignore_eos = 1;
         rc.seed = 1;
         rc.kv_cache_bytes = (int64_t)8 << 30;
+        // the peak counts a prefill chunk's k/v before its step recycles them (a sliding layer needs a chunk's
+        // keys while the chunk attends): 512-token chunks keep that at one window
+        rc.max_batched_tokens = 512;
         rollout_engine *e = rollout_engine_new(m, &rc);
         int32_t *ids = malloc((size_t)ctx * sizeof(int32_t));
         uint64_t s = 777;
