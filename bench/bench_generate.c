@@ -22,7 +22,7 @@
 // tokens: the decode step time and the KV memory (both pools, and what one pool without recycling would hold),
 // to show the sliding layers' KV stop growing past the window.
 //
-// usage: bench_generate [--shape qwen3-0.6b|llama-3.2-1b|gemma-3-1b] [--new N] [--reps R] [--threads T] [--bf16]
+// usage: bench_generate [--shape qwen3-0.6b|llama-3.2-1b|gemma-3-1b|config=PATH] [--new N] [--reps R] [--threads T] [--bf16]
 //                       [--kv-bf16] [--warm] [--no-torch] [--torch-new N] [--skip64] [--only 0|1|2] [--contexts C,...]
 //                       [--prompt-len P (64)]
 #include <math.h>
@@ -298,7 +298,8 @@ int main(int argc, char **argv) {
     if (!strcmp(shape, "qwen3-0.6b")) qwen3_06b(&cfg);
     else if (!strcmp(shape, "llama-3.2-1b")) model_config_load(&cfg, "examples/llama-3.2-1b-instruct-config.json");
     else if (!strcmp(shape, "gemma-3-1b")) model_config_load(&cfg, "examples/gemma-3-1b-it-config.json");
-    else rlc_die("bench_generate: --shape %s, expected qwen3-0.6b, llama-3.2-1b or gemma-3-1b", shape);
+    else if (!strncmp(shape, "config=", 7)) model_config_load(&cfg, shape + 7);   // any config.json (no PyTorch peer)
+    else rlc_die("bench_generate: --shape %s, expected qwen3-0.6b, llama-3.2-1b, gemma-3-1b or config=PATH", shape);
     printf("bench_generate: %s shape (%s), random fp32 weights, %d-token prompts, %d new tokens, eos off; threads %d, BLAS %s, "
            "rowgemm %s, paged attention %s; %s\n", shape, cfg.model_type, prompt_len, new_tokens, be.n_threads, be.blas_core, rowgemm_isa(),
            paged_attention_isa(), warm ? "warm engines (each measured rollout is its engine's second)" : "fresh engines");
