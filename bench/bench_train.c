@@ -146,13 +146,13 @@ int main(int argc, char **argv) {
     if (seqs < 1 || len < 2 || steps < 1 || warmup < 0) rlc_die("bench_train: --seqs >= 1, --len >= 2, --steps >= 1 needed");
     model_config cfg;
     model_config_load(&cfg, config);
-    char cut_path[] = "/tmp/rlc-bench-train-XXXXXX";
+    char cut_path[] = "/tmp/rlc-bench-train-XXXXXX.json";   // a .json path: read as a file, not a model directory
     if (layers > 0 && layers < cfg.num_hidden_layers) {
         // the first `layers` layers (their kinds kept), as a config file the children and PyTorch read
         cfg.num_hidden_layers = layers;
         if (cfg.max_window_layers > layers) cfg.max_window_layers = layers;
-        int fd = mkstemp(cut_path);
-        CHECK(fd >= 0, "mkstemp %s", cut_path);
+        int fd = mkstemps(cut_path, 5);
+        CHECK(fd >= 0, "mkstemps %s", cut_path);
         close(fd);
         char *js = model_config_to_json(&cfg);
         CHECK(rlc_write_file_atomic(cut_path, js, strlen(js)) == 0, "write %s", cut_path);

@@ -771,13 +771,13 @@ static void test_init_cli(void) {
     }
     // bad input: one line, exit 1 (leak checks off: the error path exits without freeing)
     char *bad = tpath("bad_config.json");
-    write_text(bad, "{\"model_type\": \"llama\", \"vocab_size\": 10}");
+    write_text(bad, "{\"model_type\": \"phi3\", \"vocab_size\": 10}");
     char *log = tpath("init.log");
     int rc = tl_system("ASAN_OPTIONS=detect_leaks=0 %s init --config %s --out %s/x 2> %s", bin, bad, tmp, log);
     char *msg = rlc_read_file(log, NULL);
-    TL_CHECK(rc == 1 && strstr(msg, "rlc: error: ") && strstr(msg, bad) && strstr(msg, "model_type") && strstr(msg, "llama") &&
-                 strchr(msg, '\n') == msg + strlen(msg) - 1,
-             "rlc init with a llama config: exit %d, '%s'", rc, msg);
+    TL_CHECK(rc == 1 && strstr(msg, "rlc: error: ") && strstr(msg, bad) && strstr(msg, "model_type") && strstr(msg, "phi3") &&
+                 strstr(msg, "gemma3_text") && strchr(msg, '\n') == msg + strlen(msg) - 1,
+             "rlc init with an unsupported model_type: exit %d, '%s'", rc, msg);
     free(msg);
     rc = tl_system("ASAN_OPTIONS=detect_leaks=0 %s init --config %s --out %s/x --dtype int4 2> %s", bin, cfg, tmp, log);
     msg = rlc_read_file(log, NULL);

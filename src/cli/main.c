@@ -8,7 +8,7 @@
 #include "core/common.h"
 
 static const struct { const char *name; rlc_cmd_fn fn; const char *help; } CMDS[] = {
-    {"init", cmd_init, "write a randomly initialised Qwen3 checkpoint"},
+    {"init", cmd_init, "write a randomly initialised checkpoint (qwen3, qwen2, llama, mistral, gemma3_text)"},
     {"logprob", cmd_logprob, "per-token log-probs and entropy of sequences"},
     {"sft", cmd_sft, "supervised fine-tuning on marked tokens"},
     {"tokenize", cmd_tokenize, "encode/decode text with a tokenizer.json"},

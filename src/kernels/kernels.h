@@ -1,4 +1,4 @@
-// kernels.h: the layer kernels of the Qwen3 transformer, forward/backward pairs.
+// kernels.h: the layer kernels of the decoder (every family of model_config), forward/backward pairs.
 //
 // Conventions (llm.c style):
 // - X_forward(out, saved..., in..., weights..., dims) and X_backward(din, dw, dout, saved/in..., dims).

@@ -223,20 +223,20 @@ void model_config_finalize(model_config *c) {
         c->hidden_act = MLP_GELU_TANH;
         c->o_bias = c->qkv_bias;
         c->mlp_bias = 0;
-        if (c->embed_scale == 0) {
-            // torch.tensor(H**0.5) (float32) .to(embed_tokens.dtype): rounded to the checkpoint's dtype
-            float s = (float)sqrt((double)c->hidden_size);
-            if (!strcmp(c->torch_dtype, "bfloat16")) s = bf16_to_f32(bf16_from_f32(s));
-            else if (!strcmp(c->torch_dtype, "float16")) s = (float)(_Float16)s;
-            c->embed_scale = s;
-        }
+        // torch.tensor(H**0.5) (float32) .to(embed_tokens.dtype): rounded to the dtype of the checkpoint, as
+        // transformers runs it; derived on every call, so a config whose torch_dtype changes (a checkpoint
+        // saved in another dtype) gets the scale transformers would use with that file
+        float s = (float)sqrt((double)c->hidden_size);
+        if (!strcmp(c->torch_dtype, "bfloat16")) s = bf16_to_f32(bf16_from_f32(s));
+        else if (!strcmp(c->torch_dtype, "float16")) s = (float)(_Float16)s;
+        c->embed_scale = s;
         if (c->attn_scale == 0 && c->query_pre_attn_scalar > 0) c->attn_scale = (float)(1.0 / sqrt(c->query_pre_attn_scalar));
     } else {
         c->norm_plus_one = 0;
         c->sandwich_norm = 0;
         c->hidden_act = MLP_SILU;
     }
-    if (c->embed_scale == 0) c->embed_scale = 1.0f;
+    if (!is_gemma(c)) c->embed_scale = 1.0f;
     if (c->attn_scale == 0) c->attn_scale = (float)(1.0 / sqrt((double)c->head_dim));
     if (c->rope_theta == 0) c->rope_theta = c->rope.theta != 0 ? c->rope.theta : 10000.0;
     rope_finalize(&c->rope, c->rope_theta);

@@ -76,9 +76,8 @@ extern const char *const MODEL_TYPES_SUPPORTED;
 int model_type_supported(const char *model_type);
 
 // Fill the architecture description from the fields, the way parsing does: model_type ("" = "qwen3") fixes
-// the family knobs (q/k norm, (1+w) norms, sandwich norms, GeGLU, Qwen2's q/k/v biases); a zero attn_scale
-// becomes head_dim^-1/2 (or query_pre_attn_scalar^-1/2), a zero embed_scale 1 (Gemma: sqrt(H) rounded to
-// torch_dtype); a rope with theta 0 becomes the default rope at rope_theta, rope_local with theta 0 a copy of
+// the family knobs (q/k norm, (1+w) norms, sandwich norms, GeGLU, Qwen2's q/k/v biases) and embed_scale (1;
+// Gemma: sqrt(H) rounded to torch_dtype); a zero attn_scale becomes head_dim^-1/2 (or query_pre_attn_scalar^-1/2); a rope with theta 0 becomes the default rope at rope_theta, rope_local with theta 0 a copy of
 // rope (Gemma 3: the default rope at 10000). Fields the config sets (attention_bias/mlp_bias of Llama and
 // Gemma, layer_types, sliding_window, soft-capping) are kept. Code that builds a model_config by hand sets
 // the sizes, rope_theta, rms_norm_eps and what it wants to differ, then calls this.
