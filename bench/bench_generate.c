@@ -1,6 +1,7 @@
-// bench_generate.c: rollout engine throughput on the Qwen3-0.6B shape with random weights.
+// bench_generate.c: rollout engine throughput on the Qwen3-0.6B shape (or, --shape, Llama-3.2-1B's or
+// Gemma-3-1b's, from examples/*-config.json: Gemma's 5:1 sliding layers with W = 512) with random weights.
 //
-// Scenarios (64-token prompts, --new tokens each, eos disabled, temperature 1 sampling):
+// Scenarios (64-token prompts (--prompt-len), --new tokens each, eos disabled, temperature 1 sampling):
 //   batch 1 (one prompt, n=1) | n=8 from one prompt (prompt sharing) | 64 sequences (64 prompts, n=1)
 // Reported: decode tokens/s (tokens after each sample's first, over the time after the last first token),
 // time to first token, peak RSS; the memory-bandwidth roofline for batch 1 = measured copy bandwidth /
@@ -17,8 +18,14 @@
 // a fresh engine's first rollout also pays the page faults of its KV pool (on these VMs ~3 s per GB touched,
 // most of it inside the decode steps), which the trainer pays once per run because it keeps its engine.
 //
-// usage: bench_generate [--new N] [--reps R] [--threads T] [--bf16] [--kv-bf16] [--warm] [--no-torch] [--torch-new N]
-//                       [--skip64] [--only 0|1|2]
+// --contexts C1,C2,...: instead, for each context C, 4 samples of one C-token prompt (prefilled once) decode 16
+// tokens: the decode step time and the KV memory (both pools, and what one pool without recycling would hold),
+// to show the sliding layers' KV stop growing past the window.
+//
+// usage: bench_generate [--shape qwen3-0.6b|llama-3.2-1b|gemma-3-1b|config=PATH] [--new N] [--reps R] [--threads T] [--bf16]
+//                       [--kv-bf16] [--warm] [--no-torch] [--torch-new N] [--skip64] [--only 0|1|2] [--contexts C,...]
+//                       [--prompt-len P (64)]
+#include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +48,7 @@ static void qwen3_06b(model_config *c) {
     c->num_attention_heads = 16;
     c->num_key_value_heads = 8;
     c->head_dim = 128;
+    c->attn_scale = (float)(1.0 / sqrt(128.0));
     c->max_position_embeddings = 40960;
     c->rms_norm_eps = 1e-6f;
     c->rope_theta = 1e6;
@@ -141,9 +149,8 @@ static void mid_probe_hook(void *ctx, int prompt, int sample, int64_t step, cons
     mp->spent_s += rlc_now() - t0;
 }
 
-static run_stats run(decoder_model *m, int n_prompts, int n, int new_tokens, int bf16, kv_dtype kvdt, int64_t kv_bytes,
+static run_stats run(decoder_model *m, int P, int n_prompts, int n, int new_tokens, int bf16, kv_dtype kvdt, int64_t kv_bytes,
                      int warm, mid_probes *mp) {
-    const int P = 64;
     rollout_config rc;
     rollout_config_default(&rc);
     rc.n = n;
@@ -188,10 +195,10 @@ static run_stats run(decoder_model *m, int n_prompts, int n, int new_tokens, int
     return st;
 }
 
-static double torch_tok_s(int batch, int new_tokens, int threads, double *ttft) {
+static double torch_tok_s(const char *shape, int prompt_len, int batch, int new_tokens, int threads, double *ttft) {
     char cmd[512];
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 bench/torch_decode.py --batch %d --new %d --threads %d 2>/dev/null", batch, new_tokens,
-             threads);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 bench/torch_decode.py --shape %s --prompt-len %d --batch %d --new %d --threads %d "
+             "2>/dev/null", shape, prompt_len, batch, new_tokens, threads);
     FILE *f = popen(cmd, "r");
     if (!f) return -1;
     char line[1024] = {0};
@@ -206,8 +213,65 @@ static double torch_tok_s(int batch, int new_tokens, int threads, double *ttft) 
     return tok;
 }
 
+// Decode step time and KV memory at each context (see the top): one prompt of ctx tokens, n = 4, 16 new tokens.
+static void run_contexts(decoder_model *m, const char *list) {
+    const model_config *c = m->cfg;
+    int n_win = 0;
+    for (int l = 0; l < c->num_hidden_layers; l++) n_win += decoder_layer_window(c, l) > 0;
+    printf("contexts: %d of %d layers slide (W = %d); 4 samples of one prompt, 16 new tokens, fp32 KV, 512-token prefill "
+           "chunks\n", n_win,
+           c->num_hidden_layers, c->sliding_window);
+    const int N = 4, NEW = 16;
+    for (const char *p = list; *p;) {
+        const int ctx = atoi(p);
+        if (ctx < 1 || ctx + NEW > c->max_position_embeddings) rlc_die("bench_generate: bad context %d", ctx);
+        rollout_config rc;
+        rollout_config_default(&rc);
+        rc.n = N;
+        rc.max_new_tokens = NEW;
+        rc.ignore_eos = 1;
+        rc.seed = 1;
+        rc.kv_cache_bytes = (int64_t)8 << 30;
+        // the peak counts a prefill chunk's k/v before its step recycles them (a sliding layer needs a chunk's
+        // keys while the chunk attends): 512-token chunks keep that at one window
+        rc.max_batched_tokens = 512;
+        rollout_engine *e = rollout_engine_new(m, &rc);
+        int32_t *ids = malloc((size_t)ctx * sizeof(int32_t));
+        uint64_t s = 777;
+        for (int i = 0; i < ctx; i++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            ids[i] = (int32_t)((s >> 33) % (uint64_t)c->vocab_size);
+        }
+        rollout_prompt pr = {ids, ctx, 0};
+        rollout_result res;
+        rollout_generate(e, &pr, 1, &res);
+        double t_first_max = 0;
+        for (int i = 0; i < res.n_samples; i++)
+            if (res.samples[i].t_first > t_first_max) t_first_max = res.samples[i].t_first;
+        // a logical block takes one block in each pool; one pool for every layer would hold that many whole blocks
+        const int64_t one_pool = (int64_t)(res.kv_blocks_peak ? res.kv_blocks_peak : res.kv_window_blocks_peak) *
+                                 kv_cache_block_bytes(c->num_hidden_layers, c->num_key_value_heads, c->head_dim, rc.block_size,
+                                                      KV_F32);
+        printf("context %5d: decode step %.1f ms (%d sequences), prefill %.2f s; KV peak %.1f MB: full layers %.1f MB "
+               "(%d blocks), sliding layers %.1f MB (%d blocks); one pool without recycling %.1f MB (%.2fx); peak RSS %.2f GB\n",
+               ctx, 1e3 * (res.t_total - t_first_max) / (NEW - 1), N, t_first_max, res.kv_bytes_peak / 1e6,
+               (double)res.kv_blocks_peak * res.kv_block_bytes / 1e6, res.kv_blocks_peak,
+               (double)res.kv_window_blocks_peak * res.kv_window_block_bytes / 1e6, res.kv_window_blocks_peak, one_pool / 1e6,
+               (double)one_pool / (double)res.kv_bytes_peak, rlc_peak_rss() / 1e9);
+        fflush(stdout);
+        rollout_result_free(&res);
+        rollout_engine_free(e);
+        free(ids);
+        p = strchr(p, ',');
+        if (!p) break;
+        p++;
+    }
+}
+
 int main(int argc, char **argv) {
     backend_fix_blas_coretype(argc, argv);
+    const char *shape = "qwen3-0.6b", *contexts = NULL;
+    int prompt_len = 64;
     int new_tokens = 256, reps = 1, threads = 0, bf16 = 0, kv_bf16 = 0, warm = 0, torch = 1, torch_new = -1, skip64 = 0, only = -1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--new") && i + 1 < argc) new_tokens = atoi(argv[++i]);
@@ -220,17 +284,25 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--no-torch")) torch = 0;
         else if (!strcmp(argv[i], "--skip64")) skip64 = 1;
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = atoi(argv[++i]);   // 0, 1, 2: one scenario
+        else if (!strcmp(argv[i], "--shape") && i + 1 < argc) shape = argv[++i];
+        else if (!strcmp(argv[i], "--contexts") && i + 1 < argc) contexts = argv[++i];
+        else if (!strcmp(argv[i], "--prompt-len") && i + 1 < argc) prompt_len = atoi(argv[++i]);
         else rlc_die("bench_generate: unknown argument '%s'", argv[i]);
     }
     if (reps < 1 || reps > 9) rlc_die("bench_generate: --reps must be 1..9");
+    if (prompt_len < 1 || prompt_len > 512) rlc_die("bench_generate: --prompt-len must be 1..512");
     if (torch_new < 0) torch_new = new_tokens;   // the peer decodes the same workload (context grows the same way)
     backend_ctx be;
     backend_init(&be, threads);
-    printf("bench_generate: Qwen3-0.6B shape, random fp32 weights, 64-token prompts, %d new tokens, eos off; threads %d, BLAS %s, rowgemm %s, "
-           "paged attention %s; %s\n", new_tokens, be.n_threads, be.blas_core, rowgemm_isa(), paged_attention_isa(),
-           warm ? "warm engines (each measured rollout is its engine's second)" : "fresh engines");
     model_config cfg;
-    qwen3_06b(&cfg);
+    if (!strcmp(shape, "qwen3-0.6b")) qwen3_06b(&cfg);
+    else if (!strcmp(shape, "llama-3.2-1b")) model_config_load(&cfg, "examples/llama-3.2-1b-instruct-config.json");
+    else if (!strcmp(shape, "gemma-3-1b")) model_config_load(&cfg, "examples/gemma-3-1b-it-config.json");
+    else if (!strncmp(shape, "config=", 7)) model_config_load(&cfg, shape + 7);   // any config.json (no PyTorch peer)
+    else rlc_die("bench_generate: --shape %s, expected qwen3-0.6b, llama-3.2-1b, gemma-3-1b or config=PATH", shape);
+    printf("bench_generate: %s shape (%s), random fp32 weights, %d-token prompts, %d new tokens, eos off; threads %d, BLAS %s, "
+           "rowgemm %s, paged attention %s; %s\n", shape, cfg.model_type, prompt_len, new_tokens, be.n_threads, be.blas_core, rowgemm_isa(),
+           paged_attention_isa(), warm ? "warm engines (each measured rollout is its engine's second)" : "fresh engines");
     param_layout pl;
     param_layout_init(&pl, &cfg);
     param_set ps;
@@ -238,10 +310,17 @@ int main(int argc, char **argv) {
     random_weights(&ps);
     decoder_model m;
     decoder_model_init(&m, &pl, &ps, &be);
+    if (contexts) {
+        run_contexts(&m, contexts);
+        decoder_model_free(&m);
+        param_set_free(&ps);
+        param_layout_free(&pl);
+        return 0;
+    }
     bw_probe probe;
     bw_probe_init(&probe);
     const double bw = copy_bandwidth(&probe, 9), rbw = read_bandwidth(ps.data, (size_t)pl.numel);
-    const int64_t w_bytes = (pl.layer_numel * cfg.num_hidden_layers + (int64_t)cfg.vocab_size * cfg.hidden_size + cfg.hidden_size) * 4;
+    const int64_t w_bytes = (pl.numel - (cfg.tie_word_embeddings ? 0 : (int64_t)cfg.vocab_size * cfg.hidden_size)) * 4;
     printf("copy bandwidth %.1f GB/s (read+write); weight bytes per decode step %.3f GB (fp32) -> roofline %.2f tokens/s at batch 1\n",
            bw / 1e9, w_bytes / 1e9, bw / (double)w_bytes);
     printf("read-only bandwidth %.1f GB/s -> read roofline %.2f tokens/s at batch 1\n", rbw / 1e9, rbw / (double)w_bytes);
@@ -266,7 +345,7 @@ int main(int argc, char **argv) {
                 // tokens) and after every run; the read-only roofline likewise, from passes during the runs
                 mid_probes mp = {.probe = &probe, .w = ps.data, .numel = (size_t)pl.numel, .every = 32};
                 if (i == 0) probes[n_probes++] = copy_bandwidth(&probe, 5);
-                run_stats st = run(&m, sc[i].np, sc[i].n, new_tokens, b16, kvdt, kv, warm, i == 0 ? &mp : NULL);
+                run_stats st = run(&m, prompt_len, sc[i].np, sc[i].n, new_tokens, b16, kvdt, kv, warm, i == 0 ? &mp : NULL);
                 tk[r] = st.decode_tok_s;
                 tt[r] = st.ttft_s;
                 if (i == 0) {
@@ -305,8 +384,10 @@ int main(int argc, char **argv) {
     param_set_free(&ps);
     param_layout_free(&pl);
     if (torch) {
-        double tt1 = 0, tt16 = 0;
-        double t1 = torch_tok_s(1, torch_new, be.n_threads, &tt1), t16 = torch_tok_s(16, torch_new, be.n_threads, &tt16);
+        double tt1 = 0, tt16 = 0;   // the peer at batch 1 only when batch 1 ran
+        const int b1 = res_tok[0][0] > 0 || res_tok[1][0] > 0 || res_tok[2][0] > 0;
+        double t1 = b1 ? torch_tok_s(shape, prompt_len, 1, torch_new, be.n_threads, &tt1) : 0;
+        double t16 = torch_tok_s(shape, prompt_len, 16, torch_new, be.n_threads, &tt16);
         printf("PyTorch %s KV-cache decode (bench/torch_decode.py, %d new tokens): batch 1 %.2f tokens/s (ttft %.2f s), batch 16 %.2f "
                "tokens/s (ttft %.2f s)\n",
                "fp32", torch_new, t1, tt1, t16, tt16);

@@ -56,7 +56,7 @@ int main(int argc, char **argv) {
         double keep = 0;
         for (int r = 0; r < reps + 1; r++) {   // the first round warms up (page tables, caches)
             double t0 = rlc_now();
-            for (int l = 0; l < nl; l++) paged_attention_forward(o, q, &kc, l, perm, nbs, ts, pos, S, nh);
+            for (int l = 0; l < nl; l++) paged_attention_forward(o, q, &kc, l, perm, nbs, ts, pos, S, nh, 0, 1.0f / sqrtf((float)D));
             const double ta = rlc_now() - t0;
             keep += o[0];
             t0 = rlc_now();

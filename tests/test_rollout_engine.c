@@ -27,8 +27,11 @@ typedef struct {
     decoder_model m;
 } tiny_model;
 
-static void tiny_init(tiny_model *t, backend_ctx *be, int V, int H, int I, int L, int nh, int nkv, int D, int tied, int max_pos,
-                      uint64_t seed) {
+static void tiny_build(tiny_model *t, backend_ctx *be, uint64_t seed);
+
+// window > 0: Gemma 3's layer pattern, every 6th layer full and the others sliding with that window.
+static void tiny_init_window(tiny_model *t, backend_ctx *be, int V, int H, int I, int L, int nh, int nkv, int D, int tied,
+                             int max_pos, uint64_t seed, int window) {
     memset(t, 0, sizeof *t);
     model_config *c = &t->cfg;
     c->vocab_size = V;
@@ -38,29 +41,51 @@ static void tiny_init(tiny_model *t, backend_ctx *be, int V, int H, int I, int L
     c->num_attention_heads = nh;
     c->num_key_value_heads = nkv;
     c->head_dim = D;
+    c->attn_scale = (float)(1.0 / sqrt((double)D));   // as model_config_parse sets it
     c->max_position_embeddings = max_pos;
     c->rms_norm_eps = 1e-6f;
     c->rope_theta = 1e6;
     c->tie_word_embeddings = tied;
     c->bos_token_id = -1;
     c->eos_token_id = -1;
-    c->sliding_window = -1;
+    c->sliding_window = window > 0 ? window : -1;
+    for (int l = 0; l < L; l++) c->layer_types[l] = window > 0 && (l + 1) % 6 != 0 ? LAYER_SLIDING : LAYER_FULL;
     c->max_window_layers = L;
     c->initializer_range = 0.02f;
     snprintf(c->torch_dtype, sizeof c->torch_dtype, "float32");
     model_config_finalize(c);
+    tiny_build(t, be, seed);
+}
+
+// A tiny model of any family from config.json text (model_config_parse).
+static void tiny_init_json(tiny_model *t, backend_ctx *be, const char *json, uint64_t seed) {
+    memset(t, 0, sizeof *t);
+    model_config_parse(&t->cfg, json, "tiny config.json");
+    tiny_build(t, be, seed);
+}
+
+// Random weights for t->cfg: activations O(1), logits spread over a few units.
+static void tiny_build(tiny_model *t, backend_ctx *be, uint64_t seed) {
+    const model_config *c = &t->cfg;
     param_layout_init(&t->pl, c);
     param_set_init(&t->ps, &t->pl);
     tl_rng r;
     tl_rng_init(&r, seed);
-    for (int i = 0; i < t->pl.n_tensors; i++) {   // activations O(1), logits spread over a few units
+    for (int i = 0; i < t->pl.n_tensors; i++) {
         const param_tensor *pt = &t->pl.tensors[i];
         float *p = t->ps.data + pt->offset;
-        if (pt->ndim == 1) for (int64_t j = 0; j < pt->numel; j++) p[j] = 1.0f + tl_normal(&r, 0.2f);
+        // norms: gain ~1 (Gemma's (1+w) norms store the offset w, so w ~ 0); biases ~0.2
+        const float base1 = !strstr(pt->name, "norm") ? 0.f : c->norm_plus_one ? 0.f : 1.f;
+        if (pt->ndim == 1) for (int64_t j = 0; j < pt->numel; j++) p[j] = base1 + tl_normal(&r, 0.2f);
         else if (strstr(pt->name, "embed_tokens")) tl_fill_normal(&r, p, pt->numel, 2.0f / sqrtf((float)pt->shape[1]));
         else tl_fill_normal(&r, p, pt->numel, (strstr(pt->name, "lm_head") ? 2.0f : 0.7f) / sqrtf((float)pt->shape[1]));
     }
     decoder_model_init(&t->m, &t->pl, &t->ps, be);
+}
+
+static void tiny_init(tiny_model *t, backend_ctx *be, int V, int H, int I, int L, int nh, int nkv, int D, int tied, int max_pos,
+                      uint64_t seed) {
+    tiny_init_window(t, be, V, H, I, L, nh, nkv, D, tied, max_pos, seed, 0);
 }
 
 static void tiny_free(tiny_model *t) {
@@ -84,17 +109,69 @@ static int32_t **make_prompts(rollout_prompt *pr, int n, const int *lens, int V,
     return ids;
 }
 
-// Full uncached forward of toks (T): logits (V) of the last position.
-static void full_last_logits(decoder_model *m, const int32_t *toks, int64_t T, float *logits) {
+static int has_sliding(const model_config *c) {
+    for (int l = 0; l < c->num_hidden_layers; l++)
+        if (c->layer_types[l] == LAYER_SLIDING && c->sliding_window > 0) return 1;
+    return 0;
+}
+
+// The uncached reference over toks (T): final-normed hidden (T, H) of the decoder's full forward (its flash
+// attention applies the sliding windows).
+static void ref_hidden(decoder_model *m, const int32_t *toks, int64_t T, float *hidden) {
     int32_t cu[2] = {0, (int32_t)T};
     int32_t *pos = malloc((size_t)T * 4);
     decoder_batch b = {T, 1, toks, cu, pos, 0};
     decoder_batch_positions(&b);
+    decoder_forward(m, NULL, &b, hidden);
+    free(pos);
+}
+
+// A second uncached reference, independent of both the engine's and the decoder's attention: the decoder's
+// per-layer pieces (q/k/v with biases, norms and RoPE; o_proj + MLP) around a dense masked attention in
+// double: query t sees keys t - W < u <= t on sliding layers (decoder_layer_window), u <= t on the others.
+static void masked_hidden(decoder_model *m, const int32_t *toks, int64_t T, float *hidden) {
+    const model_config *c = m->cfg;
+    int32_t cu[2] = {0, (int32_t)T};
+    int32_t *pos = malloc((size_t)T * 4);
+    decoder_batch b = {T, 1, toks, cu, pos, 0};
+    decoder_batch_positions(&b);
+    const int64_t H = c->hidden_size, nh = c->num_attention_heads, nkv = c->num_key_value_heads, D = c->head_dim;
+    float *x = malloc((size_t)(T * H) * 4), *q = malloc((size_t)(T * nh * D) * 4), *att = malloc((size_t)(T * nh * D) * 4);
+    float *k = malloc((size_t)(T * nkv * D) * 4), *v = malloc((size_t)(T * nkv * D) * 4);
+    double *p = malloc((size_t)T * sizeof(double));
+    decoder_embed(m, x, toks, T);
+    for (int l = 0; l < c->num_hidden_layers; l++) {
+        decoder_layer_qkv(m, l, x, pos, T, q, k, v);
+        const int64_t W = decoder_layer_window(c, l);
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t h = 0; h < nh; h++) {
+                const int64_t g = h / (nh / nkv), u0 = W > 0 && t - W + 1 > 0 ? t - W + 1 : 0;
+                double mx = -INFINITY, sum = 0;
+                for (int64_t u = u0; u <= t; u++) {
+                    double sc = 0;
+                    for (int64_t d = 0; d < D; d++) sc += (double)q[(t * nh + h) * D + d] * k[(u * nkv + g) * D + d];
+                    p[u] = sc * (double)c->attn_scale;
+                    if (p[u] > mx) mx = p[u];
+                }
+                for (int64_t u = u0; u <= t; u++) { p[u] = exp(p[u] - mx); sum += p[u]; }
+                for (int64_t d = 0; d < D; d++) {
+                    double a = 0;
+                    for (int64_t u = u0; u <= t; u++) a += p[u] * v[(u * nkv + g) * D + d];
+                    att[(t * nh + h) * D + d] = (float)(a / sum);
+                }
+            }
+        decoder_layer_out(m, l, x, att, T);
+    }
+    decoder_final_norm(m, hidden, x, T);
+    free(x); free(q); free(att); free(k); free(v); free(p); free(pos);
+}
+
+// Uncached reference logits (V) of the last position of toks (T).
+static void full_last_logits(decoder_model *m, const int32_t *toks, int64_t T, float *logits) {
     float *hid = malloc((size_t)(T * m->cfg->hidden_size) * 4);
-    decoder_forward(m, NULL, &b, hid);
+    ref_hidden(m, toks, T, hid);
     decoder_logits(m, logits, hid + (T - 1) * m->cfg->hidden_size, 1);
     free(hid);
-    free(pos);
 }
 
 typedef struct {
@@ -444,6 +521,138 @@ static void test_bf16(tiny_model *t, const char *name, int which) {
     free(ids);
 }
 
+// Sliding layers' KV: blocks before the window are recycled, and that changes nothing but memory.
+// (a) a growing context: the sliding pool's peak stays at one window while the full pool's grows with the
+// context; (b) n samples of shared prompts, with and without recycling, and with recycling under a budget
+// that forces preemption: bitwise identical samples.
+static void test_window_memory(tiny_model *t, backend_ctx *be, const char *name) {
+    decoder_model *m = &t->m;
+    const int V = t->cfg.vocab_size, W = t->cfg.sliding_window, bs = 4;
+    rollout_config rc;
+    rollout_config_default(&rc);
+    rc.block_size = bs;
+    rc.sampling.temperature = 1.0f;
+    rc.ignore_eos = 1;
+    rc.seed = 11;
+    rc.kv_cache_bytes = 16 << 20;
+    const int wblocks = (W - 1 + bs - 1) / bs + 2;   // a window, plus a block edge while a step writes
+    int peak_w[2] = {0, 0}, peak_f[2] = {0, 0};
+    int64_t peak_b[2] = {0, 0};
+    for (int i = 0; i < 2; i++) {
+        const int lens[] = {6};
+        rollout_prompt pr[1];
+        int32_t **ids = make_prompts(pr, 1, lens, V, 21);
+        rc.max_new_tokens = i == 0 ? 4 * W : 12 * W;
+        rollout_engine *e = rollout_engine_new(m, &rc);
+        rollout_result r;
+        rollout_generate(e, pr, 1, &r);
+        TL_CHECK(r.kv_window_blocks > 0 && r.kv_blocks > 0, "%s: two KV pools (full %d blocks, sliding %d)", name, r.kv_blocks,
+                 r.kv_window_blocks);
+        TL_CHECK(r.kv_bytes == rollout_engine_kv_bytes(e) &&
+                     r.kv_bytes == (int64_t)r.kv_blocks * r.kv_block_bytes + (int64_t)r.kv_window_blocks * r.kv_window_block_bytes &&
+                     r.kv_bytes <= rc.kv_cache_bytes,
+                 "%s: KV accounting: %lld bytes = both pools, within the budget", name, (long long)r.kv_bytes);
+        peak_w[i] = r.kv_window_blocks_peak;
+        peak_f[i] = r.kv_blocks_peak;
+        peak_b[i] = r.kv_bytes_peak;
+        printf("%s: context %d (W=%d, block %d): KV peak %d full-layer blocks, %d sliding-layer blocks, %lld bytes\n", name,
+               lens[0] + rc.max_new_tokens, W, bs, peak_f[i], peak_w[i], (long long)peak_b[i]);
+        rollout_result_free(&r);
+        rollout_engine_free(e);
+        free(ids[0]);
+        free(ids);
+    }
+    TL_CHECK(peak_w[0] <= wblocks && peak_w[1] == peak_w[0], "%s: sliding layers' KV stops growing past the window (%d, %d "
+             "blocks, at most %d)", name, peak_w[0], peak_w[1], wblocks);
+    TL_CHECK(peak_f[1] == (6 + 12 * W - 1 + bs - 1) / bs && peak_f[1] > 2 * peak_f[0],
+             "%s: full layers' KV grows with the context (%d -> %d blocks)", name, peak_f[0], peak_f[1]);
+    // (b) recycling changes no bit; nor does it with preemption
+    const int lens[] = {3, 10, 25, 40, 7, 18};
+    const int NP = 6, N = 3;
+    rollout_prompt pr[6];
+    int32_t **ids = make_prompts(pr, NP, lens, V, 31);
+    rc.n = N;
+    rc.max_new_tokens = 5 * W;
+    rc.sampling.top_p = 0.9f;
+    rollout_engine *e = rollout_engine_new(m, &rc);
+    rollout_result a;
+    rollout_generate(e, pr, NP, &a);
+    rollout_engine_free(e);
+    const int64_t full_bb = kv_cache_block_bytes(t->cfg.num_hidden_layers, t->cfg.num_key_value_heads, t->cfg.head_dim, bs, KV_F32);
+    struct { const char *what; int pool, threads; int64_t kv; } var[] = {
+        {"without recycling (one pool)", 0, 2, 16 << 20},
+        {"recycling, 1 thread", 1, 1, 16 << 20},
+        {"recycling under a budget forcing preemption", 1, 2, 40 * full_bb},
+    };
+    for (size_t vi = 0; vi < sizeof var / sizeof var[0]; vi++) {
+        rollout_config rv = rc;
+        rv.sliding_kv_pool = var[vi].pool;
+        rv.kv_cache_bytes = var[vi].kv;
+        backend_set_threads(be, var[vi].threads);
+        rollout_engine *ev = rollout_engine_new(m, &rv);
+        rollout_result b;
+        rollout_generate(ev, pr, NP, &b);
+        int same = b.n_samples == a.n_samples;
+        for (int i = 0; same && i < b.n_samples; i++) same = same_sample(&a.samples[i], &b.samples[i]);
+        TL_CHECK(same, "%s: identical samples %s", name, var[vi].what);
+        printf("%s: %s: KV peak %lld bytes (with recycling %lld), preempted %lld, prefix hits %lld, cow %lld\n", name,
+               var[vi].what, (long long)b.kv_bytes_peak, (long long)a.kv_bytes_peak, (long long)b.n_preempt,
+               (long long)b.n_prefix_hits, (long long)b.n_cow);
+        if (!var[vi].pool)
+            TL_CHECK(b.kv_window_blocks == 0 && b.kv_bytes_peak > a.kv_bytes_peak,
+                     "%s: recycling lowers the KV peak (%lld -> %lld bytes)", name, (long long)b.kv_bytes_peak,
+                     (long long)a.kv_bytes_peak);
+        if (var[vi].kv != 16 << 20) TL_CHECK(b.n_preempt > 0, "%s: the small budget preempted (%lld)", name, (long long)b.n_preempt);
+        rollout_result_free(&b);
+        rollout_engine_free(ev);
+    }
+    backend_set_threads(be, 2);
+    TL_CHECK(a.n_prefix_hits > 0, "%s: prompts shared across samples (%lld hits)", name, (long long)a.n_prefix_hits);
+    rollout_result_free(&a);
+    for (int p = 0; p < NP; p++) free(ids[p]);
+    free(ids);
+}
+
+// The decoder's windowed forward (the engine tests' reference) == the dense masked reference, past the window.
+static void test_masked_reference(tiny_model *t, const char *name) {
+    const int64_t T = 70, H = t->cfg.hidden_size;
+    int32_t *toks = malloc((size_t)T * 4);
+    for (int64_t i = 0; i < T; i++) toks[i] = (int32_t)((i * 37 + 5) % t->cfg.vocab_size);
+    float *a = malloc((size_t)(T * H) * 4), *b = malloc((size_t)(T * H) * 4);
+    ref_hidden(&t->m, toks, T, a);
+    masked_hidden(&t->m, toks, T, b);
+    char what[128];
+    snprintf(what, sizeof what, "%s: decoder forward vs dense masked reference (T=%lld, W=%d)", name, (long long)T,
+             t->cfg.sliding_window);
+    // fp32 flash attention and BLAS products vs a double attention on the same pieces: 1e-5
+    tl_check_close(what, a, b, T * H, 1e-5);
+    printf("%s: rel err %.3g\n", what, tl_rel_err(a, b, T * H, NULL));
+    free(toks); free(a); free(b);
+}
+
+// One tiny config per family (config.json as transformers writes it), with windows shorter than the sequences
+// the engine tests generate (prompts up to 40, 20-60 new tokens).
+static const struct { const char *name, *json; } FAMILIES[] = {
+    {"qwen2 (q/k/v biases)", "{\"model_type\":\"qwen2\",\"vocab_size\":301,\"hidden_size\":64,\"intermediate_size\":96,"
+     "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"num_key_value_heads\":2,\"max_position_embeddings\":256,"
+     "\"rms_norm_eps\":1e-6,\"rope_theta\":1000000.0,\"tie_word_embeddings\":true,\"use_sliding_window\":false,"
+     "\"sliding_window\":32768,\"max_window_layers\":21}"},
+    {"llama (llama3 RoPE, attention and MLP biases)", "{\"model_type\":\"llama\",\"vocab_size\":259,\"hidden_size\":64,"
+     "\"intermediate_size\":112,\"num_hidden_layers\":2,\"num_attention_heads\":4,\"num_key_value_heads\":1,\"head_dim\":32,"
+     "\"max_position_embeddings\":256,\"rms_norm_eps\":1e-5,\"rope_theta\":500000.0,\"rope_scaling\":{\"factor\":32.0,"
+     "\"high_freq_factor\":4.0,\"low_freq_factor\":1.0,\"original_max_position_embeddings\":64,\"rope_type\":\"llama3\"},"
+     "\"tie_word_embeddings\":false,\"attention_bias\":true,\"mlp_bias\":true}"},
+    {"mistral (every layer sliding, W=13)", "{\"model_type\":\"mistral\",\"vocab_size\":233,\"hidden_size\":48,"
+     "\"intermediate_size\":80,\"num_hidden_layers\":2,\"num_attention_heads\":4,\"num_key_value_heads\":2,\"head_dim\":16,"
+     "\"max_position_embeddings\":256,\"rms_norm_eps\":1e-5,\"rope_theta\":10000.0,\"sliding_window\":13,"
+     "\"tie_word_embeddings\":false}"},
+    {"gemma3_text (5:1 sliding W=11, query_pre_attn_scalar, soft-cap)", "{\"model_type\":\"gemma3_text\",\"vocab_size\":271,"
+     "\"hidden_size\":64,\"intermediate_size\":96,\"num_hidden_layers\":6,\"num_attention_heads\":4,\"num_key_value_heads\":1,"
+     "\"head_dim\":16,\"max_position_embeddings\":256,\"rms_norm_eps\":1e-6,\"rope_theta\":1000000.0,"
+     "\"rope_local_base_freq\":10000.0,\"sliding_window\":11,\"sliding_window_pattern\":6,\"query_pre_attn_scalar\":24,"
+     "\"final_logit_softcapping\":5.0,\"hidden_activation\":\"gelu_pytorch_tanh\",\"tie_word_embeddings\":true}"},
+};
+
 int main(void) {
     backend_ctx be;
     backend_init(&be, 2);
@@ -461,7 +670,28 @@ int main(void) {
         tiny_free(&t);
     }
     const char *san = getenv("RLC_SAN");
-    if (san && !strcmp(san, "1")) {   // sanitizer run: the first model covers every path
+    const int small = san && !strcmp(san, "1");
+    {
+        tiny_model t;   // Gemma 3's layer pattern (5 sliding : 1 full) with a window shorter than the sequences
+        tiny_init_window(&t, &be, 300, 64, 128, 6, 4, 2, 16, 1, 256, 4, 11);
+        test_masked_reference(&t, "sliding W=11 gqa2 D16");
+        test_greedy_and_logits(&t, "sliding W=11 gqa2 D16");
+        test_window_memory(&t, &be, "sliding W=11 gqa2 D16");
+        if (!small) {
+            test_logprobs(&t, "sliding W=11 gqa2 D16", 0.8f, -1, 1.0f);
+            test_determinism(&t, &be, "sliding W=11 gqa2 D16", KV_F32);
+        }
+        tiny_free(&t);
+    }
+    for (size_t fi = 0; fi < sizeof FAMILIES / sizeof FAMILIES[0]; fi++) {
+        tiny_model t;
+        tiny_init_json(&t, &be, FAMILIES[fi].json, 10 + fi);
+        if (has_sliding(&t.cfg)) test_masked_reference(&t, FAMILIES[fi].name);
+        test_greedy_and_logits(&t, FAMILIES[fi].name);
+        if (!small) test_logprobs(&t, FAMILIES[fi].name, 0.7f, -1, 1.0f);
+        tiny_free(&t);
+    }
+    if (small) {   // sanitizer run: the first model covers every path
         printf("RLC_SAN=1: second model skipped\n");
         return tl_summary();
     }

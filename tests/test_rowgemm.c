@@ -24,25 +24,25 @@ static void test_rowgemm(void) {
         float *x = tl_alloc_normal(&r, T * C, 1.f), *w = tl_alloc_normal(&r, OC * C, 1.f / sqrtf((float)C));
         float *o = rlc_alloc((size_t)(T * OC) * 4), *o_ref = rlc_alloc((size_t)(T * OC) * 4);
         rowgemm_forward(o, OC, x, w, T, C, OC, 0);
-        rowgemm_forward_ref(o_ref, OC, x, w, T, C, OC, 0);
+        rowgemm_forward_ref(o_ref, OC, x, w, NULL, T, C, OC, 0);
         char name[96];
         snprintf(name, sizeof name, "rowgemm T=%lld C=%lld OC=%lld", (long long)T, (long long)C, (long long)OC);
         // fp32 dot products of length C vs double: rel err ~ sqrt(C) * 2^-24 scaled; 1e-5 leaves margin
         tl_check_close(name, o, o_ref, T * OC, 1e-5);
         // the vector path computes exactly the scalar fmaf chain that defines the arithmetic
         float *o_sc = rlc_alloc((size_t)(T * OC) * 4);
-        rowgemm_forward_scalar(o_sc, OC, x, w, T, C, OC, 0);
+        rowgemm_forward_scalar(o_sc, OC, x, w, NULL, T, C, OC, 0);
         snprintf(name, sizeof name, "rowgemm == scalar fmaf chain bitwise T=%lld C=%lld OC=%lld", (long long)T, (long long)C, (long long)OC);
         TL_CHECK(!memcmp(o, o_sc, (size_t)(T * OC) * 4), "%s", name);
         for (int64_t i = 0; i < T * OC; i++) o[i] = o_sc[i] = 0.25f;
         rowgemm_forward(o, OC, x, w, T, C, OC, 1);
-        rowgemm_forward_scalar(o_sc, OC, x, w, T, C, OC, 1);
+        rowgemm_forward_scalar(o_sc, OC, x, w, NULL, T, C, OC, 1);
         TL_CHECK(!memcmp(o, o_sc, (size_t)(T * OC) * 4), "rowgemm accumulate == scalar chain bitwise (T=%lld)", (long long)T);
         rlc_free(o_sc);
         // accumulate: out += x w^T
         for (int64_t i = 0; i < T * OC; i++) o[i] = o_ref[i] = 0.5f;
         rowgemm_forward(o, OC, x, w, T, C, OC, 1);
-        rowgemm_forward_ref(o_ref, OC, x, w, T, C, OC, 1);
+        rowgemm_forward_ref(o_ref, OC, x, w, NULL, T, C, OC, 1);
         snprintf(name, sizeof name, "rowgemm accumulate T=%lld C=%lld", (long long)T, (long long)C);
         tl_check_close(name, o, o_ref, T * OC, 1e-5);
         // batch invariance: each row alone gives the same bits as inside the batch, with 1 or 2 threads
@@ -100,6 +100,56 @@ static void test_rowgemm(void) {
             }
             rlc_free(f); rlc_free(g);
         }
+        // biases (Qwen2's q/k/v, Llama's attention_bias / mlp_bias): sum + bias, then stored or accumulated,
+        // in every path (fp32 and bf16 weights, = and +=), bitwise the scalar definition with the same bias
+        float *bias = tl_alloc_normal(&r, OC, 1.f);
+        float *o_b = rlc_alloc((size_t)(T * OC) * 4);
+        for (int acc = 0; acc <= 1; acc++) {
+            for (int64_t i = 0; i < T * OC; i++) o[i] = o_b[i] = o_ref[i] = acc ? 0.375f : 0.f;
+            const rowgemm_out ob = {.out = o, .ldo = OC, .w = w, .bias = bias, .OC = OC};
+            rowgemm_forward_multi(&ob, 1, x, T, C, acc);
+            rowgemm_forward_scalar(o_b, OC, x, w, bias, T, C, OC, acc);
+            rowgemm_forward_ref(o_ref, OC, x, w, bias, T, C, OC, acc);
+            TL_CHECK(!memcmp(o, o_b, (size_t)(T * OC) * 4), "rowgemm bias%s == scalar chain + bias bitwise (T=%lld C=%lld OC=%lld)",
+                     acc ? " accumulate" : "", (long long)T, (long long)C, (long long)OC);
+            snprintf(name, sizeof name, "rowgemm bias%s vs double T=%lld C=%lld OC=%lld", acc ? " accumulate" : "",
+                     (long long)T, (long long)C, (long long)OC);
+            // the same fp32 dot products as above plus one rounded add: 1e-5 as above
+            tl_check_close(name, o, o_ref, T * OC, 1e-5);
+            for (int64_t i = 0; i < T * OC; i++) o[i] = o_b[i] = acc ? 0.375f : 0.f;
+            const rowgemm_out ob16 = {.out = o, .ldo = OC, .w16 = w16, .bias = bias, .OC = OC};
+            const rowgemm_out or32 = {.out = o_b, .ldo = OC, .w = wr, .bias = bias, .OC = OC};
+            rowgemm_forward_multi_bf16(&ob16, 1, x, T, C, acc);
+            rowgemm_forward_multi(&or32, 1, x, T, C, acc);
+            TL_CHECK(!memcmp(o, o_b, (size_t)(T * OC) * 4), "rowgemm bf16 bias%s == fp32 kernel on rounded weights (T=%lld)",
+                     acc ? " accumulate" : "", (long long)T);
+        }
+        // a row alone with its bias == its row in the batch (the bias does not break batch invariance)
+        {
+            const rowgemm_out ob = {.out = o, .ldo = OC, .w = w, .bias = bias, .OC = OC};
+            rowgemm_forward_multi(&ob, 1, x, T, C, 0);
+            const int64_t t = T - 1;
+            const rowgemm_out o1 = {.out = o_b, .ldo = OC, .w = w, .bias = bias, .OC = OC};
+            rowgemm_forward_multi(&o1, 1, x + t * C, 1, C, 0);
+            TL_CHECK(!memcmp(o_b, o + t * OC, (size_t)OC * 4), "rowgemm bias: last row alone == in the batch (T=%lld)", (long long)T);
+        }
+        // fused products where only some outputs carry a bias == the single products
+        if (OC >= 6) {
+            const int64_t oc[3] = {OC / 3, OC / 3 + 1, OC - 2 * (OC / 3) - 1}, ld = OC + 8;
+            const size_t nb = (size_t)(T * ld) * 4;
+            float *f = rlc_alloc_zero(nb), *g = rlc_alloc_zero(nb);
+            rowgemm_out outs[3];
+            for (int j = 0, o0 = 0; j < 3; o0 += (int)oc[j], j++) {
+                outs[j] = (rowgemm_out){.out = f + o0, .ldo = ld, .w = w + o0 * C, .bias = j == 1 ? NULL : bias + o0, .OC = oc[j]};
+                rowgemm_out one = outs[j];
+                one.out = g + o0;
+                rowgemm_forward_multi(&one, 1, x, T, C, 0);
+            }
+            rowgemm_forward_multi(outs, 3, x, T, C, 0);
+            TL_CHECK(!memcmp(f, g, nb), "rowgemm_forward_multi with biases on outputs 0 and 2 == single products (T=%lld)", (long long)T);
+            rlc_free(f); rlc_free(g);
+        }
+        rlc_free(bias); rlc_free(o_b);
         rlc_free(w16); rlc_free(wr); rlc_free(row);
         rlc_free(x); rlc_free(w); rlc_free(o); rlc_free(o_ref);
     }

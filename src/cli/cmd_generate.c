@@ -221,12 +221,12 @@ int cmd_generate(int argc, char **argv) {
     if (rlc_atomic_commit(&w) != 0) rlc_die("%s: cannot write output file", out_path);
     fprintf(stderr,
             "rlc generate: %d prompts x %d samples, %lld tokens generated in %.2f s (%.1f tokens/s, %lld steps, peak %d sequences, "
-            "%lld preemptions); prompt tokens %lld, computed %lld; KV cache %d %s blocks (%.2f GB), peak %d; load %.2f s; %s weights, "
+            "%lld preemptions); prompt tokens %lld, computed %lld; KV cache %s %.2f GB, peak in use %.3f GB; load %.2f s; %s weights, "
             "BLAS %s, %d threads\n",
             ps.n, rc.n, (long long)res.gen_tokens, res.t_total, res.t_total > 0 ? (double)res.gen_tokens / res.t_total : 0.0,
             (long long)res.n_steps, res.max_running, (long long)res.n_preempt, (long long)res.prompt_tokens,
-            (long long)res.computed_tokens, res.kv_blocks, kv_dtype_name(rc.kv_cache_dtype), (double)res.kv_blocks * (double)res.kv_block_bytes / 1e9,
-            res.kv_blocks_peak, t_load, rc.weights_bf16 ? "bf16" : "fp32", be.blas_core, be.n_threads);
+            (long long)res.computed_tokens, kv_dtype_name(rc.kv_cache_dtype), (double)res.kv_bytes / 1e9,
+            (double)res.kv_bytes_peak / 1e9, t_load, rc.weights_bf16 ? "bf16" : "fp32", be.blas_core, be.n_threads);
     rlc_sb_free(&line);
     rlc_sb_free(&txt);
     rollout_result_free(&res);

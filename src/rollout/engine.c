@@ -12,6 +12,9 @@
 #include "rollout/rowgemm.h"
 
 enum { SEQ_WAITING = 0, SEQ_RUNNING = 1, SEQ_DONE = 2 };
+// The two KV pools: the full-attention layers' (a sequence keeps all its blocks) and the sliding layers'
+// (a sequence keeps the blocks of its window; earlier ones go back to the pool). See docs/rollout.md.
+enum { POOL_FULL = 0, POOL_WINDOW = 1, N_POOLS = 2 };
 enum { PFX_NONE = 0, PFX_PREFILLING = 1, PFX_READY = 2 };
 
 typedef struct {
@@ -23,8 +26,9 @@ typedef struct {
     float *lp;               // (max_new) their log-probs
     int64_t n_gen;
     int64_t max_total;       // min(P + max_new, max_position_embeddings)
-    int32_t *bt;             // (bt_stride) block table
-    int n_bt;
+    int32_t *bt[N_POOLS];    // (bt_stride) block tables: logical block i -> block of that pool
+    int n_bt;                // logical blocks allocated (both tables)
+    int lo;                  // bt[POOL_WINDOW][0..lo-1] were recycled (-1): wholly before the window
     int64_t n_cached;        // tokens whose k/v are in the cache
     int state, admitted_once, finish;
     double t_first;
@@ -33,8 +37,8 @@ typedef struct {
 typedef struct {
     int state;               // PFX_*
     int leader;              // seq index while PREFILLING
-    int32_t *blocks;         // (ceil(P / bs)) while READY
-    int n_blocks;
+    int32_t *blocks[N_POOLS];   // (ceil(P / bs)) while READY; POOL_WINDOW entries before lo are -1
+    int n_blocks, lo;
     float *hidden;           // (H) final-normed hidden of the last prompt token while READY
     int unadmitted;          // samples of this prompt never admitted yet
 } prefix_t;
@@ -42,7 +46,10 @@ typedef struct {
 struct rollout_engine {
     decoder_model *m;
     rollout_config cfg;
-    kv_cache kc;
+    kv_cache kv[N_POOLS];    // kv[p] exists iff has_pool[p]
+    int has_pool[N_POOLS];
+    int window;              // W of the sliding layers whose KV is recycled (POOL_WINDOW), else 0
+    int16_t layer_pool[MODEL_MAX_LAYERS], layer_slot[MODEL_MAX_LAYERS];   // layer l -> pool, layer index in it
     uint16_t *w16;           // (numel) bf16 copy in the parameter layout, or NULL
     int64_t T_max;           // tokens per step
     float *x, *xn, *q, *k, *v, *qn, *kn, *att, *gate, *up, *act, *rstd;   // (T_max, ...) step buffers
@@ -72,6 +79,7 @@ void rollout_config_default(rollout_config *c) {
     c->max_batched_tokens = 2048;
     c->share_prompts = 1;
     c->kv_cache_dtype = KV_F32;
+    c->sliding_kv_pool = 1;
     c->progress_interval_s = 5.0;
 }
 
@@ -84,6 +92,45 @@ static int64_t mem_available(void) {
         if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1) break;
     fclose(f);
     return (int64_t)kb * 1024;
+}
+
+// The KV pools. Layers whose attention window can exclude a key (LAYER_SLIDING with 0 < W <
+// max_position_embeddings) keep their k/v in POOL_WINDOW, the others in POOL_FULL; both pools have the same
+// block size, so logical block i of a sequence is block bt[p][i] of pool p. The budget splits so that neither
+// pool holds fewer tokens than one shared pool would have: POOL_WINDOW gets what its sequences can use at most
+// (max_num_seqs windows, each ceil((W-1)/bs) + 2 blocks with a step's chunk edge, plus one step's tokens),
+// capped at its layers' share of the budget, and POOL_FULL the rest.
+static void kv_pools_init(rollout_engine *e, int64_t budget) {
+    const model_config *c = e->m->cfg;
+    const rollout_config *cfg = &e->cfg;
+    const int L = c->num_hidden_layers, bs = cfg->block_size;
+    CHECK(L >= 1 && L <= MODEL_MAX_LAYERS, "rollout: %d layers", L);
+    int W = 0, n[N_POOLS] = {0, 0};
+    for (int l = 0; l < L; l++) {
+        const int w = decoder_layer_window(c, l);
+        const int p = cfg->sliding_kv_pool && w > 0 && w < c->max_position_embeddings ? POOL_WINDOW : POOL_FULL;
+        if (p == POOL_WINDOW && w > W) W = w;   // recycling keeps the widest window
+        e->layer_pool[l] = (int16_t)p;
+        e->layer_slot[l] = (int16_t)n[p]++;
+    }
+    e->window = W;
+    int64_t bytes[N_POOLS] = {budget, 0};
+    if (n[POOL_FULL] == 0) {
+        bytes[POOL_FULL] = 0;
+        bytes[POOL_WINDOW] = budget;
+    } else if (n[POOL_WINDOW] > 0) {
+        if (bs < 1 || bs > 1024) rlc_die("kv cache: block_size=%d, expected 1..1024", bs);
+        const int64_t bw = kv_cache_block_bytes(n[POOL_WINDOW], c->num_key_value_heads, c->head_dim, bs, cfg->kv_cache_dtype);
+        const int64_t use = ((int64_t)cfg->max_num_seqs * ((W - 1 + bs - 1) / bs + 2) + (e->T_max + bs - 1) / bs) * bw;
+        const int64_t share = (int64_t)((double)budget * n[POOL_WINDOW] / L);
+        bytes[POOL_WINDOW] = use < share ? use : share;
+        bytes[POOL_FULL] = budget - bytes[POOL_WINDOW];
+    }
+    for (int p = 0; p < N_POOLS; p++) {
+        e->has_pool[p] = n[p] > 0;
+        if (e->has_pool[p])
+            kv_cache_init(&e->kv[p], n[p], c->num_key_value_heads, c->head_dim, bs, cfg->kv_cache_dtype, bytes[p]);
+    }
 }
 
 static float *block_base(const decoder_model *m, int b) {
@@ -114,11 +161,10 @@ rollout_engine *rollout_engine_new(decoder_model *m, const rollout_config *cfg) 
         budget = mem_available() / 10 * 4;
         if (budget <= 0) budget = (int64_t)1 << 30;
     }
-    kv_cache_init(&e->kc, c->num_hidden_layers, c->num_key_value_heads, c->head_dim, cfg->block_size, cfg->kv_cache_dtype,
-                  budget);
     const int64_t H = c->hidden_size, QD = (int64_t)c->num_attention_heads * c->head_dim,
                   KD = (int64_t)c->num_key_value_heads * c->head_dim, I = c->intermediate_size, T = cfg->max_batched_tokens;
     e->T_max = T;
+    kv_pools_init(e, budget);
     e->x = rlc_alloc((size_t)(T * H) * sizeof(float));
     e->xn = rlc_alloc((size_t)(T * H) * sizeof(float));
     e->q = rlc_alloc((size_t)(T * QD) * sizeof(float));
@@ -153,7 +199,8 @@ void rollout_engine_sync_weights(rollout_engine *e) {
 
 void rollout_engine_free(rollout_engine *e) {
     if (!e) return;
-    kv_cache_free(&e->kc);
+    for (int p = 0; p < N_POOLS; p++)
+        if (e->has_pool[p]) kv_cache_free(&e->kv[p]);
     rlc_free(e->w16);
     float *bufs[] = {e->x, e->xn, e->q, e->qn, e->att, e->k, e->kn, e->v, e->gate, e->up, e->act, e->rstd, e->xs, e->hid, e->logits};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) rlc_free(bufs[i]);
@@ -172,14 +219,20 @@ void rollout_engine_set_sampling(rollout_engine *e, int n, const sampler_params 
     e->cfg.n = n;
     e->cfg.sampling = *sampling;
 }
-int64_t rollout_engine_kv_bytes(const rollout_engine *e) { return (int64_t)e->kc.n_blocks * e->kc.block_bytes; }
+int64_t rollout_engine_kv_bytes(const rollout_engine *e) {
+    int64_t b = 0;
+    for (int p = 0; p < N_POOLS; p++)
+        if (e->has_pool[p]) b += (int64_t)e->kv[p].n_blocks * e->kv[p].block_bytes;
+    return b;
+}
 
 // ---- the packed forward ------------------------------------------------------------------------------------
 
-// A weight matrix in fp32 (master) and, with the bf16 switch, its bf16 copy at the same layout offset.
-static rowgemm_out mm_out(const rollout_engine *e, float *out, int64_t ldo, const float *w, const float *wbase,
-                          int64_t wbase_off, int64_t OC) {
-    rowgemm_out o = {.out = out, .ldo = ldo, .OC = OC};
+// A weight matrix in fp32 (master) and, with the bf16 switch, its bf16 copy at the same layout offset; its bias
+// (OC) or NULL stays fp32 (added to the product's sum before the store or the residual add, as torch's linear).
+static rowgemm_out mm_out(const rollout_engine *e, float *out, int64_t ldo, const float *w, const float *bias,
+                          const float *wbase, int64_t wbase_off, int64_t OC) {
+    rowgemm_out o = {.out = out, .ldo = ldo, .bias = bias, .OC = OC};
     if (e->w16) o.w16 = e->w16 + wbase_off + (w - wbase);
     else o.w = w;
     return o;
@@ -191,16 +244,31 @@ static void mm(const rollout_engine *e, const rowgemm_out *outs, int n, const fl
     else rowgemm_forward_multi(outs, n, x, T, C, accumulate);
 }
 
+// The step's block tables: bt[p] (rows = sequences, stride) for pool p.
+typedef struct {
+    const int32_t *bt[N_POOLS];
+    int64_t stride;
+} kv_tables;
+
+// Layer l's attention for the step's T tokens: their k/v (T, nkv*D) into the layer's pool, then att (T, nh*D)
+// over each token's visible keys (the model's window on sliding layers), q (T, nh*D) after norm + RoPE.
+static void layer_attention(rollout_engine *e, int l, float *att, const float *q, const float *k, const float *v,
+                            int64_t T, const kv_tables *kt) {
+    const model_config *c = e->m->cfg;
+    const int p = e->layer_pool[l], li = e->layer_slot[l];
+    const int window = decoder_layer_window(c, l);
+    paged_kv_write(&e->kv[p], li, k, v, kt->bt[p], kt->stride, e->tok_seq, e->pos, T);
+    paged_attention_forward(att, q, &e->kv[p], li, kt->bt[p], kt->stride, e->tok_seq, e->pos, T, c->num_attention_heads,
+                            window, c->attn_scale);
+}
+
 // Forward of e->tok/pos/tok_seq (T tokens): residual stream left in e->x (T, H); k/v written to the cache.
-static void forward_tokens(rollout_engine *e, int64_t T, const int32_t *bt_all, int64_t bt_stride) {
+static void forward_tokens(rollout_engine *e, int64_t T, const kv_tables *kt) {
     const decoder_model *m = e->m;
     const model_config *c = m->cfg;
     const int64_t H = c->hidden_size, D = c->head_dim, nh = c->num_attention_heads, nkv = c->num_key_value_heads;
     const int64_t QD = nh * D, KD = nkv * D, I = c->intermediate_size;
     const float eps = c->rms_norm_eps, w_off = c->norm_plus_one ? 1.0f : 0.0f;
-    // paged attention scales scores by D^-1/2; another softmax scale (Gemma 3) is folded into q
-    const float q_scale = c->attn_scale * sqrtf((float)D);
-    const int rescale_q = fabsf(q_scale - 1.0f) > 1e-7f;
     decoder_embed(m, e->x, e->tok, T);
     for (int l = 0; l < c->num_hidden_layers; l++) {
         float *base = block_base(m, 1 + l);
@@ -210,55 +278,39 @@ static void forward_tokens(rollout_engine *e, int64_t T, const int32_t *bt_all, 
         param_layer_view(m->pl, base, &lw);
         rmsnorm_forward_off(e->xn, e->rstd, e->x, lw.in_norm, w_off, T, H, eps);
         float *qp = c->qk_norm ? e->q : e->qn, *kp = c->qk_norm ? e->k : e->kn;   // without q/k norms: straight to RoPE
-        const rowgemm_out qkv[3] = {mm_out(e, qp, QD, lw.wq, base, off, QD), mm_out(e, kp, KD, lw.wk, base, off, KD),
-                                    mm_out(e, e->v, KD, lw.wv, base, off, KD)};
+        const rowgemm_out qkv[3] = {mm_out(e, qp, QD, lw.wq, lw.bq, base, off, QD), mm_out(e, kp, KD, lw.wk, lw.bk, base, off, KD),
+                                    mm_out(e, e->v, KD, lw.wv, lw.bv, base, off, KD)};
         mm(e, qkv, 3, e->xn, T, H, 0);
-        if (lw.bq) {
-            bias_forward(qp, lw.bq, T, QD);
-            bias_forward(kp, lw.bk, T, KD);
-            bias_forward(e->v, lw.bv, T, KD);
-        }
         if (c->qk_norm) {
             rmsnorm_forward_off(e->qn, e->rstd, e->q, lw.q_norm, w_off, T * nh, D, eps);
             rmsnorm_forward_off(e->kn, e->rstd, e->k, lw.k_norm, w_off, T * nkv, D, eps);
         }
         rope_forward(e->qn, e->pos, rt, T, nh);
         rope_forward(e->kn, e->pos, rt, T, nkv);
-        if (rescale_q)
-            for (int64_t i = 0; i < T * QD; i++) e->qn[i] *= q_scale;
-        paged_kv_write(&e->kc, l, e->kn, e->v, bt_all, bt_stride, e->tok_seq, e->pos, T);
-        paged_attention_forward(e->att, e->qn, &e->kc, l, bt_all, bt_stride, e->tok_seq, e->pos, T, (int)nh);
+        layer_attention(e, l, e->att, e->qn, e->kn, e->v, T, kt);
         if (c->sandwich_norm) {   // x += post_attn_norm(o_proj(attn)); xn = pre_ff_norm(x)
-            const rowgemm_out o_proj = mm_out(e, e->xn, H, lw.wo, base, off, H);
+            const rowgemm_out o_proj = mm_out(e, e->xn, H, lw.wo, lw.bo, base, off, H);
             mm(e, &o_proj, 1, e->att, T, QD, 0);
-            if (lw.bo) bias_forward(e->xn, lw.bo, T, H);
             rmsnorm_forward_off(e->xn, e->rstd, e->xn, lw.post_norm, w_off, T, H, eps);
             residual_forward(e->x, e->x, e->xn, T * H);
             rmsnorm_forward_off(e->xn, e->rstd, e->x, lw.pre_ff_norm, w_off, T, H, eps);
         } else {
-            const rowgemm_out o_proj = mm_out(e, e->x, H, lw.wo, base, off, H);
+            const rowgemm_out o_proj = mm_out(e, e->x, H, lw.wo, lw.bo, base, off, H);
             mm(e, &o_proj, 1, e->att, T, QD, 1);   // x += o_proj(attn)
-            if (lw.bo) bias_forward(e->x, lw.bo, T, H);
             rmsnorm_forward_off(e->xn, e->rstd, e->x, lw.post_norm, w_off, T, H, eps);
         }
-        const rowgemm_out gate_up[2] = {mm_out(e, e->gate, I, lw.w_gate, base, off, I),
-                                        mm_out(e, e->up, I, lw.w_up, base, off, I)};
+        const rowgemm_out gate_up[2] = {mm_out(e, e->gate, I, lw.w_gate, lw.b_gate, base, off, I),
+                                        mm_out(e, e->up, I, lw.w_up, lw.b_up, base, off, I)};
         mm(e, gate_up, 2, e->xn, T, H, 0);
-        if (lw.b_gate) {
-            bias_forward(e->gate, lw.b_gate, T, I);
-            bias_forward(e->up, lw.b_up, T, I);
-        }
         glu_forward(e->act, e->gate, e->up, T * I, c->hidden_act);
         if (c->sandwich_norm) {   // x += post_ff_norm(down(act))
-            const rowgemm_out down = mm_out(e, e->xn, H, lw.w_down, base, off, H);
+            const rowgemm_out down = mm_out(e, e->xn, H, lw.w_down, lw.b_down, base, off, H);
             mm(e, &down, 1, e->act, T, I, 0);
-            if (lw.b_down) bias_forward(e->xn, lw.b_down, T, H);
             rmsnorm_forward_off(e->xn, e->rstd, e->xn, lw.post_ff_norm, w_off, T, H, eps);
             residual_forward(e->x, e->x, e->xn, T * H);
         } else {
-            const rowgemm_out down = mm_out(e, e->x, H, lw.w_down, base, off, H);
+            const rowgemm_out down = mm_out(e, e->x, H, lw.w_down, lw.b_down, base, off, H);
             mm(e, &down, 1, e->act, T, I, 1);   // x += mlp
-            if (lw.b_down) bias_forward(e->x, lw.b_down, T, H);
         }
     }
 }
@@ -300,7 +352,7 @@ typedef struct {
     int n_total;
     seq_t *seqs;
     prefix_t *pfx;
-    int32_t *bt_all;         // (n_total, bt_stride)
+    int32_t *bt_all[N_POOLS];   // (n_total, bt_stride) per pool
     int64_t bt_stride;
     int *running, n_running; // seq ids in admission order
     int *waiting, n_waiting; // seq ids in queue order
@@ -312,39 +364,103 @@ typedef struct {
 static int64_t n_tok(const seq_t *s) { return s->P + s->n_gen; }
 static int32_t tok_at(const seq_t *s, int64_t t) { return t < s->P ? s->pids[t] : s->gen[t - s->P]; }
 
+// Unref entries [from, n) of a table of pool p (entries before lo of POOL_WINDOW are recycled, -1).
+static void unref_range(rollout_engine *e, int p, int32_t *bt, int from, int n) {
+    for (int i = from; i < n; i++) {
+        kv_cache_unref(&e->kv[p], bt[i]);
+        bt[i] = -1;
+    }
+}
+
 static void release_blocks(gen_state *g, seq_t *s) {
-    for (int i = 0; i < s->n_bt; i++) kv_cache_unref(&g->e->kc, s->bt[i]);
+    rollout_engine *e = g->e;
+    for (int p = 0; p < N_POOLS; p++)
+        if (e->has_pool[p]) unref_range(e, p, s->bt[p], p == POOL_WINDOW ? s->lo : 0, s->n_bt);
     s->n_bt = 0;
+    s->lo = 0;
+}
+
+// Sliding layers' blocks that fall wholly before the window of every later query of s (positions >= n_cached
+// see keys > n_cached - W) go back to POOL_WINDOW.
+static void recycle_window(gen_state *g, seq_t *s) {
+    rollout_engine *e = g->e;
+    if (!e->has_pool[POOL_WINDOW]) return;
+    const int64_t first = s->n_cached - e->window + 1;   // the first key the next query sees
+    const int lo = first > 0 ? (int)(first / e->kv[POOL_WINDOW].block_size) : 0;
+    if (lo <= s->lo) return;
+    CHECK(lo <= s->n_bt, "recycling block %d of %d", lo, s->n_bt);
+    unref_range(e, POOL_WINDOW, s->bt[POOL_WINDOW], s->lo, lo);
+    s->lo = lo;
+}
+
+// Free blocks in every pool (the smallest count): what the admission checks compare a need with.
+static int pools_free(const rollout_engine *e) {
+    int f = INT32_MAX;
+    for (int p = 0; p < N_POOLS; p++)
+        if (e->has_pool[p] && e->kv[p].n_free < f) f = e->kv[p].n_free;
+    return f;
+}
+static int pools_min_blocks(const rollout_engine *e) {
+    int f = INT32_MAX;
+    for (int p = 0; p < N_POOLS; p++)
+        if (e->has_pool[p] && e->kv[p].n_blocks < f) f = e->kv[p].n_blocks;
+    return f;
+}
+
+// Bytes of the blocks in use, both pools.
+static int64_t kv_bytes_used(const rollout_engine *e) {
+    int64_t b = 0;
+    for (int p = 0; p < N_POOLS; p++)
+        if (e->has_pool[p]) b += (int64_t)(e->kv[p].n_blocks - e->kv[p].n_free) * e->kv[p].block_bytes;
+    return b;
+}
+
+static void note_kv_peak(const rollout_engine *e, rollout_result *r) {
+    const int used[N_POOLS] = {e->has_pool[POOL_FULL] ? e->kv[POOL_FULL].n_blocks - e->kv[POOL_FULL].n_free : 0,
+                               e->has_pool[POOL_WINDOW] ? e->kv[POOL_WINDOW].n_blocks - e->kv[POOL_WINDOW].n_free : 0};
+    if (used[POOL_FULL] > r->kv_blocks_peak) r->kv_blocks_peak = used[POOL_FULL];
+    if (used[POOL_WINDOW] > r->kv_window_blocks_peak) r->kv_window_blocks_peak = used[POOL_WINDOW];
+    const int64_t b = kv_bytes_used(e);
+    if (b > r->kv_bytes_peak) r->kv_bytes_peak = b;
 }
 
 // Make the blocks covering positions [t0, t1) exist and be private. 0 on success, -1 if the pool ran dry
 // (progress made so far is kept).
 static int ensure_blocks(gen_state *g, seq_t *s, int64_t t0, int64_t t1) {
-    kv_cache *kc = &g->e->kc;
-    const int bs = kc->block_size;
+    rollout_engine *e = g->e;
+    const int bs = e->cfg.block_size;
     for (int64_t ib = t0 / bs; ib <= (t1 - 1) / bs; ib++) {
-        if (ib >= s->n_bt) {
+        if (ib >= s->n_bt) {   // a new logical block: one block in every pool, or none
             CHECK(ib == s->n_bt, "block table gap: block %lld, have %d", (long long)ib, s->n_bt);
             CHECK(ib < g->bt_stride, "block table overflow: %lld >= %lld", (long long)ib, (long long)g->bt_stride);
-            int b = kv_cache_alloc(kc);
-            if (b < 0) return -1;
-            s->bt[s->n_bt++] = b;
+            if (pools_free(e) < 1) return -1;
+            for (int p = 0; p < N_POOLS; p++)
+                if (e->has_pool[p]) s->bt[p][ib] = kv_cache_alloc(&e->kv[p]);
+            s->n_bt++;
         } else {
-            int r = kv_cache_make_private(kc, &s->bt[ib]);
-            if (r < 0) return -1;
-            if (r > 0) g->res->n_cow++;
+            CHECK(ib >= s->lo, "write at block %lld, recycled below %d", (long long)ib, s->lo);
+            for (int p = 0; p < N_POOLS; p++) {
+                if (!e->has_pool[p]) continue;
+                int r = kv_cache_make_private(&e->kv[p], &s->bt[p][ib]);
+                if (r < 0) return -1;
+                if (r > 0) g->res->n_cow++;
+            }
         }
     }
     return 0;
 }
 
 static void prefix_release(gen_state *g, prefix_t *px) {
-    for (int i = 0; i < px->n_blocks; i++) kv_cache_unref(&g->e->kc, px->blocks[i]);
-    free(px->blocks);
+    rollout_engine *e = g->e;
+    for (int p = 0; p < N_POOLS; p++) {
+        if (e->has_pool[p]) unref_range(e, p, px->blocks[p], p == POOL_WINDOW ? px->lo : 0, px->n_blocks);
+        free(px->blocks[p]);
+        px->blocks[p] = NULL;
+    }
     free(px->hidden);
-    px->blocks = NULL;
     px->hidden = NULL;
     px->n_blocks = 0;
+    px->lo = 0;
     px->state = PFX_NONE;
 }
 
@@ -384,8 +500,7 @@ typedef struct { int seq; int64_t t0, t1, off; } feed_t;
 static int64_t step(gen_state *g, int n_prompts, feed_t *feeds, int *joiners, int *row_seq) {
     rollout_engine *e = g->e;
     const rollout_config *cfg = &e->cfg;
-    kv_cache *kc = &e->kc;
-    const int bs = kc->block_size;
+    const int bs = cfg->block_size;
     int nfeed = 0, nj = 0, preempted = 0;
     int64_t T = 0;
     // 1. running sequences: 1 token each, plus prefill/recompute chunks from the remaining budget.
@@ -415,14 +530,19 @@ static int64_t step(gen_state *g, int n_prompts, feed_t *feeds, int *joiners, in
         seq_t *s = &g->seqs[si];
         prefix_t *px = cfg->share_prompts && cfg->n > 1 && !s->admitted_once ? &g->pfx[s->prompt] : NULL;
         if (px && px->state == PFX_PREFILLING) { wi++; continue; }
-        int watermark = g->n_running < kc->n_blocks / 8 ? g->n_running : kc->n_blocks / 8;
+        // (the watermark and the needs in blocks: every pool allocates one block per logical block)
+        int watermark = g->n_running < pools_min_blocks(e) / 8 ? g->n_running : pools_min_blocks(e) / 8;
         if (px && px->state == PFX_READY) {   // join: share the prompt's blocks, sample from its hidden
-            if (g->n_running > 0 && kc->n_free - 1 < watermark) break;
-            for (int i = 0; i < px->n_blocks; i++) {
-                kv_cache_ref(kc, px->blocks[i]);
-                s->bt[i] = px->blocks[i];
+            if (g->n_running > 0 && pools_free(e) - 1 < watermark) break;
+            for (int p = 0; p < N_POOLS; p++) {
+                if (!e->has_pool[p]) continue;
+                for (int i = 0; i < px->n_blocks; i++) {
+                    s->bt[p][i] = px->blocks[p][i];
+                    if (p == POOL_FULL || i >= px->lo) kv_cache_ref(&e->kv[p], px->blocks[p][i]);
+                }
             }
             s->n_bt = px->n_blocks;
+            s->lo = px->lo;
             s->n_cached = s->P;
             joiners[nj++] = si;
             g->res->n_prefix_hits++;
@@ -431,9 +551,9 @@ static int64_t step(gen_state *g, int n_prompts, feed_t *feeds, int *joiners, in
             if (budget <= 0) break;
             const int64_t take = n_tok(s) < budget ? n_tok(s) : budget;
             const int64_t need = (take + bs - 1) / bs;
-            if (g->n_running > 0 && kc->n_free - need < watermark) break;
-            while (kc->n_free < need && release_one_prefix(g, n_prompts)) {}
-            if (kc->n_free < need) break;
+            if (g->n_running > 0 && pools_free(e) - need < watermark) break;
+            while (pools_free(e) < need && release_one_prefix(g, n_prompts)) {}
+            if (pools_free(e) < need) break;
             CHECK(ensure_blocks(g, s, 0, take) == 0, "block allocation failed after the free check");
             feeds[nfeed++] = (feed_t){si, 0, take, T};
             T += take;
@@ -452,8 +572,8 @@ static int64_t step(gen_state *g, int n_prompts, feed_t *feeds, int *joiners, in
         // Nothing runnable: after a preemption (admission resumes next step), or with every block held by
         // prefixes (drop one and retry).
         CHECK(preempted || release_one_prefix(g, n_prompts) || g->n_waiting == 0,
-              "rollout scheduler made no progress (running %d, waiting %d, free blocks %d/%d)", g->n_running, g->n_waiting,
-              kc->n_free, kc->n_blocks);
+              "rollout scheduler made no progress (running %d, waiting %d, free blocks %d of at least %d)", g->n_running,
+              g->n_waiting, pools_free(e), pools_min_blocks(e));
         return 0;
     }
     // 3. the packed forward.
@@ -466,7 +586,11 @@ static int64_t step(gen_state *g, int n_prompts, feed_t *feeds, int *joiners, in
             e->tok_seq[i] = feeds[f].seq;
         }
     }
-    if (T > 0) forward_tokens(e, T, g->bt_all, g->bt_stride);
+    if (T > 0) {
+        const kv_tables kt = {{g->bt_all[POOL_FULL], g->bt_all[POOL_WINDOW]}, g->bt_stride};
+        forward_tokens(e, T, &kt);
+        note_kv_peak(e, g->res);   // before this step's recycling
+    }
     // 4. rows that sample: feeds that reached the end of their tokens, then joiners.
     const model_config *c = e->m->cfg;
     const int64_t H = c->hidden_size, V = c->vocab_size;
@@ -475,6 +599,7 @@ static int64_t step(gen_state *g, int n_prompts, feed_t *feeds, int *joiners, in
     for (int f = 0; f < nfeed; f++) {
         seq_t *s = &g->seqs[feeds[f].seq];
         s->n_cached = feeds[f].t1;
+        recycle_window(g, s);
         if (feeds[f].t1 != n_tok(s)) continue;
         memcpy(e->xs + (int64_t)R * H, e->x + (feeds[f].off + feeds[f].t1 - feeds[f].t0 - 1) * H, (size_t)H * sizeof(float));
         row_seq[R++] = feeds[f].seq;
@@ -490,10 +615,14 @@ static int64_t step(gen_state *g, int n_prompts, feed_t *feeds, int *joiners, in
         prefix_t *px = &g->pfx[s->prompt];
         if (px->state != PFX_PREFILLING || px->leader != si) continue;
         px->n_blocks = (int)((s->P + bs - 1) / bs);
-        px->blocks = rlc_malloc((size_t)px->n_blocks * sizeof(int32_t));
-        for (int i = 0; i < px->n_blocks; i++) {
-            px->blocks[i] = s->bt[i];
-            kv_cache_ref(kc, s->bt[i]);
+        px->lo = s->lo;
+        for (int p = 0; p < N_POOLS; p++) {
+            if (!e->has_pool[p]) continue;
+            px->blocks[p] = rlc_malloc((size_t)px->n_blocks * sizeof(int32_t));
+            for (int i = 0; i < px->n_blocks; i++) {
+                px->blocks[p][i] = s->bt[p][i];
+                if (p == POOL_FULL || i >= px->lo) kv_cache_ref(&e->kv[p], s->bt[p][i]);
+            }
         }
         px->hidden = rlc_malloc((size_t)H * sizeof(float));
         memcpy(px->hidden, e->hid + (int64_t)r * H, (size_t)H * sizeof(float));
@@ -559,10 +688,9 @@ static int64_t step(gen_state *g, int n_prompts, feed_t *feeds, int *joiners, in
 void rollout_generate(rollout_engine *e, const rollout_prompt *prompts, int n_prompts, rollout_result *out) {
     const rollout_config *cfg = &e->cfg;
     const model_config *c = e->m->cfg;
-    kv_cache *kc = &e->kc;
     memset(out, 0, sizeof *out);
     CHECK(n_prompts >= 0, "n_prompts=%d", n_prompts);
-    const int bs = kc->block_size;
+    const int bs = cfg->block_size;
     const int64_t max_pos = c->max_position_embeddings;
     int64_t max_blocks = 1;
     for (int p = 0; p < n_prompts; p++) {
@@ -577,11 +705,20 @@ void rollout_generate(rollout_engine *e, const rollout_prompt *prompts, int n_pr
                         c->vocab_size);
         int64_t total = pr->len + cfg->max_new_tokens < max_pos ? pr->len + cfg->max_new_tokens : max_pos;
         int64_t need = (total - 1 + bs - 1) / bs;   // the last token is never fed
-        if (need > kc->n_blocks)
-            rlc_die("rollout: prompt %d (%lld tokens + max_new_tokens %d) needs %lld KV blocks (%lld bytes) but the KV cache "
-                    "holds %d blocks (%lld bytes); raise --kv-cache-bytes or lower --max-new-tokens",
-                    p, (long long)pr->len, cfg->max_new_tokens, (long long)need,
-                    (long long)(need * kc->block_bytes), kc->n_blocks, (long long)((int64_t)kc->n_blocks * kc->block_bytes));
+        for (int pl = 0; pl < N_POOLS; pl++) {
+            if (!e->has_pool[pl]) continue;
+            // a sliding layer holds at most its window and one step's chunk: keys n_cached - W + 1 ..
+            // n_cached + take - 1, take <= max_batched_tokens
+            const int64_t wneed = (e->window + e->T_max - 2) / bs + 2;
+            const int64_t np = pl == POOL_WINDOW && wneed < need ? wneed : need;
+            const kv_cache *kc = &e->kv[pl];
+            if (np > kc->n_blocks)
+                rlc_die("rollout: prompt %d (%lld tokens + max_new_tokens %d) needs %lld KV blocks (%lld bytes) but the KV "
+                        "cache %sholds %d blocks (%lld bytes); raise --kv-cache-bytes or lower --max-new-tokens",
+                        p, (long long)pr->len, cfg->max_new_tokens, (long long)np, (long long)(np * kc->block_bytes),
+                        pl == POOL_WINDOW ? "of the sliding-window layers " : e->has_pool[POOL_WINDOW] ? "of the full-attention layers " : "",
+                        kc->n_blocks, (long long)((int64_t)kc->n_blocks * kc->block_bytes));
+        }
         if (need > max_blocks) max_blocks = need;
     }
     gen_state g = {0};
@@ -594,7 +731,7 @@ void rollout_generate(rollout_engine *e, const rollout_prompt *prompts, int n_pr
     g.seqs = rlc_calloc((size_t)g.n_total + 1, sizeof(seq_t));
     g.pfx = rlc_calloc((size_t)n_prompts + 1, sizeof(prefix_t));
     g.bt_stride = max_blocks;
-    g.bt_all = rlc_calloc((size_t)(g.n_total * max_blocks) + 1, sizeof(int32_t));
+    for (int p = 0; p < N_POOLS; p++) g.bt_all[p] = rlc_calloc((size_t)(g.n_total * max_blocks) + 1, sizeof(int32_t));
     g.running = rlc_malloc(((size_t)g.n_total + 1) * sizeof(int));
     g.waiting = rlc_malloc(((size_t)g.n_total + 1) * sizeof(int));
     for (int p = 0; p < n_prompts; p++) {
@@ -611,7 +748,7 @@ void rollout_generate(rollout_engine *e, const rollout_prompt *prompts, int n_pr
             s->max_total = s->P + cfg->max_new_tokens < max_pos ? s->P + cfg->max_new_tokens : max_pos;
             s->gen = rlc_malloc((size_t)cfg->max_new_tokens * sizeof(int32_t));
             s->lp = rlc_malloc((size_t)cfg->max_new_tokens * sizeof(float));
-            s->bt = g.bt_all + (int64_t)si * max_blocks;
+            for (int pl = 0; pl < N_POOLS; pl++) s->bt[pl] = g.bt_all[pl] + (int64_t)si * max_blocks;
             g.waiting[g.n_waiting++] = si;
         }
     }
@@ -624,19 +761,23 @@ void rollout_generate(rollout_engine *e, const rollout_prompt *prompts, int n_pr
         out->computed_tokens += step(&g, n_prompts, feeds, joiners, row_seq);
         out->n_steps++;
         if (g.n_running > out->max_running) out->max_running = g.n_running;
-        if (kc->n_blocks - kc->n_free > out->kv_blocks_peak) out->kv_blocks_peak = kc->n_blocks - kc->n_free;
+        note_kv_peak(e, out);
         const double now = rlc_now();
         if (cfg->progress && (now - t_last >= cfg->progress_interval_s || g.n_done == g.n_total)) {
-            fprintf(stderr, "rollout: step %lld  %.1f tok/s  running %d  waiting %d  done %d/%d  kv blocks %d/%d  preempted %lld\n",
+            fprintf(stderr, "rollout: step %lld  %.1f tok/s  running %d  waiting %d  done %d/%d  kv %.3f/%.3f GB  preempted %lld\n",
                     (long long)out->n_steps, (double)(out->gen_tokens - gen_last) / (now - t_last + 1e-9), g.n_running,
-                    g.n_waiting, g.n_done, g.n_total, kc->n_blocks - kc->n_free, kc->n_blocks, (long long)out->n_preempt);
+                    g.n_waiting, g.n_done, g.n_total, (double)kv_bytes_used(e) / 1e9, (double)rollout_engine_kv_bytes(e) / 1e9,
+                    (long long)out->n_preempt);
             t_last = now;
             gen_last = out->gen_tokens;
         }
     }
     for (int p = 0; p < n_prompts; p++)
         if (g.pfx[p].state == PFX_READY) prefix_release(&g, &g.pfx[p]);
-    CHECK(kc->n_free == kc->n_blocks, "KV blocks leaked: %d of %d free after generation", kc->n_free, kc->n_blocks);
+    for (int p = 0; p < N_POOLS; p++)
+        if (e->has_pool[p])
+            CHECK(e->kv[p].n_free == e->kv[p].n_blocks, "KV blocks leaked: %d of %d free in pool %d after generation",
+                  e->kv[p].n_free, e->kv[p].n_blocks, p);
     out->t_total = rlc_now() - g.t0;
     out->n_samples = g.n_total;
     out->samples = rlc_calloc((size_t)g.n_total + 1, sizeof(rollout_sample));
@@ -651,14 +792,21 @@ void rollout_generate(rollout_engine *e, const rollout_prompt *prompts, int n_pr
         o->finish = s->finish;
         o->t_first = s->t_first;
     }
-    out->kv_blocks = kc->n_blocks;
-    out->kv_block_bytes = kc->block_bytes;
+    if (e->has_pool[POOL_FULL]) {
+        out->kv_blocks = e->kv[POOL_FULL].n_blocks;
+        out->kv_block_bytes = e->kv[POOL_FULL].block_bytes;
+    }
+    if (e->has_pool[POOL_WINDOW]) {
+        out->kv_window_blocks = e->kv[POOL_WINDOW].n_blocks;
+        out->kv_window_block_bytes = e->kv[POOL_WINDOW].block_bytes;
+    }
+    out->kv_bytes = rollout_engine_kv_bytes(e);
     free(feeds);
     free(joiners);
     free(row_seq);
     free(g.seqs);
     free(g.pfx);
-    free(g.bt_all);
+    for (int p = 0; p < N_POOLS; p++) free(g.bt_all[p]);
     free(g.running);
     free(g.waiting);
 }

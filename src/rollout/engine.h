@@ -13,6 +13,10 @@
 // the batch it runs in, the thread count, KV pressure (waiting, preemption + recompute) and prompt sharing.
 // The random draw for generated token k of sample j of prompt p is sampler_uniform(seed, id_p, j, k).
 //
+// Sliding-window layers (Gemma 3's local layers, Mistral's window) attend to the last W keys only; their k/v
+// live in a second pool, and a sequence's blocks there go back to the pool as soon as they fall wholly before
+// its window, so a rollout's KV memory grows with the full-attention layers only (docs/rollout.md).
+//
 // Memory: KV blocks are taken on demand. When the pool is empty, READY prompt prefixes are dropped first,
 // then the most recently admitted sequence is preempted (its blocks freed; it later recomputes its prompt
 // and generated tokens, bitwise identically). A sample whose prompt + max_new_tokens cannot fit in the
@@ -42,6 +46,8 @@ typedef struct {
     int share_prompts;           // 1: the n samples of a prompt share its prefill (copy-on-write)
     int weights_bf16;            // 1: decode from a bf16 copy of the weights (faster, log-probs drift)
     kv_dtype kv_cache_dtype;     // KV_F32 (default: the trainer's exact k/v) | KV_BF16 (half the bytes, drift)
+    int sliding_kv_pool;         // 1 (default): sliding-window layers keep only their window's KV, in a pool of their
+                                 // own whose blocks are recycled; 0: every layer in one pool (same outputs, more memory)
     int progress;                // 1: a progress line on stderr every progress_interval_s
     double progress_interval_s;
     // Optional observer (tests, diagnostics): called once per sampled token, in row order after the
@@ -76,8 +82,11 @@ typedef struct {
     int64_t gen_tokens;
     int64_t n_steps, n_preempt, n_cow, n_prefix_hits;
     int max_running;             // peak sequences in one step
-    int kv_blocks, kv_blocks_peak;   // pool size and peak blocks in use
+    int kv_blocks, kv_blocks_peak;   // full-attention layers' pool: size and peak blocks in use (0 without such layers)
     int64_t kv_block_bytes;
+    int kv_window_blocks, kv_window_blocks_peak;   // sliding-window layers' pool, likewise (0 without sliding layers)
+    int64_t kv_window_block_bytes;
+    int64_t kv_bytes, kv_bytes_peak;   // both pools: allocated, and peak in use (within a step, before recycling)
     double t_total;              // seconds
 } rollout_result;
 void rollout_result_free(rollout_result *r);

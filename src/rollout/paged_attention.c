@@ -71,8 +71,8 @@ static float sum16(const float *p) {   // p[16]: the lane tree of the vector pat
 }
 
 // Portable task: kv head g of one token, any block size and head dim.
-static void task_scalar(float *out_t, const float *q_t, const kv_cache *kc, int layer, const int32_t *bt, int n_keys,
-                        int g, int G, int D, float scale) {
+static void task_scalar(float *out_t, const float *q_t, const kv_cache *kc, int layer, const int32_t *bt, int k0,
+                        int n_keys, int g, int G, int D, float scale) {
     const int bs = kc->block_size;
     float acc[PA_MAX_G * PA_MAX_D];   // (G, D)
     float a[4][1024], p[1024 + 16];   // (4, bs) partial score sums; (bs rounded up to 16) probabilities
@@ -80,30 +80,32 @@ static void task_scalar(float *out_t, const float *q_t, const kv_cache *kc, int 
     for (int h = 0; h < G; h++) { m[h] = -INFINITY; l[h] = 0.f; }
     memset(acc, 0, (size_t)G * D * sizeof(float));
     const int nblk = (n_keys + bs - 1) / bs;
-    for (int ib = 0; ib < nblk; ib++) {
+    for (int ib = k0 / bs; ib < nblk; ib++) {
         const int b = bt[ib];
         const void *kt = kv_cache_k(kc, b, layer), *vt = kv_cache_v(kc, b, layer);
-        const int64_t k0 = (int64_t)g * D * bs, v0 = (int64_t)g * bs * D;   // head g: (D, bs) keys, (bs, D) values
+        const int64_t ko = (int64_t)g * D * bs, vo = (int64_t)g * bs * D;   // head g: (D, bs) keys, (bs, D) values
         const int nk = n_keys - ib * bs < bs ? n_keys - ib * bs : bs;
+        const int j0 = k0 > ib * bs ? k0 - ib * bs : 0;   // keys before j0 are outside the window
         for (int h = 0; h < G; h++) {
             const float *qh = q_t + (int64_t)(g * G + h) * D;
             for (int i = 0; i < 4; i++)
-                for (int j = 0; j < nk; j++) a[i][j] = 0.f;
+                for (int j = j0; j < nk; j++) a[i][j] = 0.f;
             for (int d = 0; d < D; d++) {   // chain d % 4, keys inner (vectorisable, K rows read in order)
                 const float qd = qh[d];
-                const int64_t kr = k0 + (int64_t)d * bs;
+                const int64_t kr = ko + (int64_t)d * bs;
                 float *ai = a[d % 4];
-                for (int j = 0; j < nk; j++) ai[j] = fmaf(qd, kv_cache_get(kc, kt, kr + j), ai[j]);
+                for (int j = j0; j < nk; j++) ai[j] = fmaf(qd, kv_cache_get(kc, kt, kr + j), ai[j]);
             }
             float mb = -INFINITY;
-            for (int j = 0; j < nk; j++) {
+            for (int j = j0; j < nk; j++) {
                 p[j] = ((a[0][j] + a[1][j]) + (a[2][j] + a[3][j])) * scale;
                 if (p[j] > mb) mb = p[j];
             }
             const float mn = m[h] > mb ? m[h] : mb;
             const float corr = k_expf(m[h] - mn);
             const int nk16 = (nk + 15) / 16 * 16;
-            for (int j = 0; j < nk; j++) p[j] = k_expf(p[j] - mn);
+            for (int j = 0; j < j0; j++) p[j] = 0.f;
+            for (int j = j0; j < nk; j++) p[j] = k_expf(p[j] - mn);
             for (int j = nk; j < nk16; j++) p[j] = 0.f;
             float ps = sum16(p);
             for (int c = 16; c < nk16; c += 16) ps += sum16(p + c);
@@ -111,9 +113,9 @@ static void task_scalar(float *out_t, const float *q_t, const kv_cache *kc, int 
             m[h] = mn;
             float *ah = acc + (int64_t)h * D;
             for (int d = 0; d < D; d++) ah[d] *= corr;
-            for (int j = 0; j < nk; j++) {   // the same chain per d as the vector paths, d inner
+            for (int j = j0; j < nk; j++) {   // the same chain per d as the vector paths, d inner
                 const float pj = p[j];
-                const int64_t vr = v0 + (int64_t)j * D;
+                const int64_t vr = vo + (int64_t)j * D;
                 for (int d = 0; d < D; d++) ah[d] = fmaf(pj, kv_cache_get(kc, vt, vr + d), ah[d]);
             }
         }
@@ -173,7 +175,7 @@ static inline __attribute__((always_inline)) void block_scores(__m512 *s, int NH
 // pv: the next V tile, prefetched as block_scores' pk (NULL: not).
 static inline __attribute__((always_inline)) void block_pv(int NH, float *acc0, float *acc1, const float *p0,
                                                             const float *p1, float c0, float c1, const void *vt,
-                                                            int nk, int D, int BF, const char *pv) {
+                                                            int j0, int nk, int D, int BF, const char *pv) {
     float *accs[2] = {acc0, acc1};
     const float *ps[2] = {p0, p1};
     const float cs[2] = {c0, c1};
@@ -183,7 +185,7 @@ static inline __attribute__((always_inline)) void block_pv(int NH, float *acc0, 
             for (int h = 0; h < NH; h++)
                 for (int u = 0; u < 8; u++)
                     a[h][u] = _mm512_mul_ps(_mm512_load_ps(accs[h] + d0 + 16 * u), _mm512_set1_ps(cs[h]));
-            for (int j = 0; j < nk; j++) {
+            for (int j = j0; j < nk; j++) {
                 __m512 pj[2];
                 for (int h = 0; h < NH; h++) pj[h] = _mm512_set1_ps(ps[h][j]);
                 for (int u = 0; u < 8; u++) {
@@ -201,7 +203,7 @@ static inline __attribute__((always_inline)) void block_pv(int NH, float *acc0, 
     for (int h = 0; h < NH; h++)
         for (int dv = 0; dv < D; dv += 16) {
             __m512 a = _mm512_mul_ps(_mm512_load_ps(accs[h] + dv), _mm512_set1_ps(cs[h]));
-            for (int j = 0; j < nk; j++)
+            for (int j = j0; j < nk; j++)
                 a = _mm512_fmadd_ps(_mm512_set1_ps(ps[h][j]), kv_ld16(vt, (int64_t)j * D + dv, BF), a);
             _mm512_store_ps(accs[h] + dv, a);
         }
@@ -209,11 +211,11 @@ static inline __attribute__((always_inline)) void block_pv(int NH, float *acc0, 
 
 static inline __attribute__((always_inline)) void heads_block(int NH, int h0, float *acc, float *m, float *l,
                                                                const float *q_g, const void *kt, const void *vt,
-                                                               int nk, int D, float scale, int BF, const char *pk,
-                                                               const char *pv) {
+                                                               int j0, int nk, int D, float scale, int BF,
+                                                               const char *pk, const char *pv) {
     _Alignas(64) float pj[2][16];
     float corr[2] = {1.f, 1.f};
-    const __mmask16 valid = (__mmask16)((1u << nk) - 1u);
+    const __mmask16 valid = (__mmask16)(((1u << nk) - 1u) & ~((1u << j0) - 1u));   // keys [j0, nk)
     __m512 s[2];
     block_scores(s, NH, q_g + (int64_t)h0 * D, q_g + (int64_t)(h0 + NH - 1) * D, kt, D, scale, BF, pk);
     for (int i = 0; i < NH; i++) {
@@ -229,7 +231,7 @@ static inline __attribute__((always_inline)) void heads_block(int NH, int h0, fl
         m[h] = mn;
     }
     block_pv(NH, acc + (int64_t)h0 * D, acc + (int64_t)(h0 + NH - 1) * D, pj[0], pj[NH - 1], corr[0], corr[NH - 1],
-             vt, nk, D, BF, pv);
+             vt, j0, nk, D, BF, pv);
 }
 
 #elif defined(__AVX2__) && defined(__FMA__)
@@ -271,7 +273,7 @@ static inline float hmax8(__m256 v) {
 
 static inline __attribute__((always_inline)) void block_pv(int NH, float *acc0, float *acc1, const float *p0,
                                                             const float *p1, float c0, float c1, const void *vt,
-                                                            int nk, int D, int BF, const char *pv) {
+                                                            int j0, int nk, int D, int BF, const char *pv) {
     float *accs[2] = {acc0, acc1};
     const float *ps[2] = {p0, p1};
     const float cs[2] = {c0, c1};
@@ -280,7 +282,7 @@ static inline __attribute__((always_inline)) void block_pv(int NH, float *acc0, 
         __m256 a[2][4];
         for (int h = 0; h < NH; h++)
             for (int u = 0; u < 4; u++) a[h][u] = _mm256_mul_ps(_mm256_load_ps(accs[h] + d0 + 8 * u), _mm256_set1_ps(cs[h]));
-        for (int j = 0; j < nk; j++) {
+        for (int j = j0; j < nk; j++) {
             __m256 pj[2];
             for (int h = 0; h < NH; h++) pj[h] = _mm256_broadcast_ss(ps[h] + j);
             for (int u = 0; u < 4; u++) {
@@ -296,7 +298,7 @@ static inline __attribute__((always_inline)) void block_pv(int NH, float *acc0, 
     for (int h = 0; h < NH; h++)
         for (int dv = d0; dv < D; dv += 8) {
             __m256 a = _mm256_mul_ps(_mm256_load_ps(accs[h] + dv), _mm256_set1_ps(cs[h]));
-            for (int j = 0; j < nk; j++)
+            for (int j = j0; j < nk; j++)
                 a = _mm256_fmadd_ps(_mm256_broadcast_ss(ps[h] + j), kv_ld8(vt, (int64_t)j * D + dv, BF), a);
             _mm256_store_ps(accs[h] + dv, a);
         }
@@ -304,13 +306,15 @@ static inline __attribute__((always_inline)) void block_pv(int NH, float *acc0, 
 
 static inline __attribute__((always_inline)) void heads_block(int NH, int h0, float *acc, float *m, float *l,
                                                                const float *q_g, const void *kt, const void *vt,
-                                                               int nk, int D, float scale, int BF, const char *pk,
-                                                               const char *pv) {
+                                                               int j0, int nk, int D, float scale, int BF,
+                                                               const char *pk, const char *pv) {
     _Alignas(32) float pj[2][16];
     float corr[2] = {1.f, 1.f};
-    const __m256 lane = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7), nkv = _mm256_set1_ps((float)nk);
-    const __m256 ok0 = _mm256_cmp_ps(lane, nkv, _CMP_LT_OQ);
-    const __m256 ok1 = _mm256_cmp_ps(_mm256_add_ps(lane, _mm256_set1_ps(8.f)), nkv, _CMP_LT_OQ);
+    // keys [j0, nk) of the block are valid
+    const __m256 lane = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7), nkv = _mm256_set1_ps((float)nk),
+                 lo = _mm256_set1_ps((float)j0), lane8 = _mm256_add_ps(lane, _mm256_set1_ps(8.f));
+    const __m256 ok0 = _mm256_and_ps(_mm256_cmp_ps(lane, nkv, _CMP_LT_OQ), _mm256_cmp_ps(lane, lo, _CMP_GE_OQ));
+    const __m256 ok1 = _mm256_and_ps(_mm256_cmp_ps(lane8, nkv, _CMP_LT_OQ), _mm256_cmp_ps(lane8, lo, _CMP_GE_OQ));
     const __m256 ninf = _mm256_set1_ps(-INFINITY);
     for (int i = 0; i < NH; i++) {
         const int h = h0 + i;
@@ -334,7 +338,7 @@ static inline __attribute__((always_inline)) void heads_block(int NH, int h0, fl
         m[h] = mn;
     }
     block_pv(NH, acc + (int64_t)h0 * D, acc + (int64_t)(h0 + NH - 1) * D, pj[0], pj[NH - 1], corr[0], corr[NH - 1],
-             vt, nk, D, BF, pv);
+             vt, j0, nk, D, BF, pv);
 }
 #endif
 
@@ -350,17 +354,18 @@ static inline __attribute__((always_inline)) void heads_block(int NH, int h0, fl
 // 1.26-1.43 -> 0.92-0.99; a distance of 2 or 4 tiles, and a whole next block up front, were no better or slower).
 // Query heads go in pairs (one left over when G is odd). Each head's arithmetic is the same for any ng.
 static inline __attribute__((always_inline)) void task_simd(float *out_t, const float *q_t, const kv_cache *kc,
-                                                             int layer, const int32_t *bt, int n_keys, int g0, int ng,
-                                                             int G, int D, float scale, int BF) {
+                                                             int layer, const int32_t *bt, int k0, int n_keys, int g0,
+                                                             int ng, int G, int D, float scale, int BF) {
     _Alignas(64) float acc[PA_MAX_G * PA_MAX_D];   // (ng*G, D)
     float m[PA_MAX_G], l[PA_MAX_G];                 // (ng*G)
     for (int h = 0; h < ng * G; h++) { m[h] = -INFINITY; l[h] = 0.f; }
     memset(acc, 0, (size_t)ng * G * D * sizeof(float));
     const int nblk = (n_keys + 15) / 16;
     const int64_t eb = kc->elem_bytes, tile = (int64_t)D * 16 * eb;   // bytes of one head's K (or V) tile
-    for (int ib = 0; ib < nblk; ib++) {
+    for (int ib = k0 / 16; ib < nblk; ib++) {
         const int b = bt[ib];
         const int nk = n_keys - ib * 16 < 16 ? n_keys - ib * 16 : 16;
+        const int j0 = k0 > ib * 16 ? k0 - ib * 16 : 0;   // keys before j0 are outside the window
         for (int g = g0; g < g0 + ng; g++) {
             const void *kt = (const char *)kv_cache_k(kc, b, layer) + g * tile;   // (D, 16)
             const void *vt = (const char *)kv_cache_v(kc, b, layer) + g * tile;   // (16, D)
@@ -374,9 +379,9 @@ static inline __attribute__((always_inline)) void task_simd(float *out_t, const 
             int h = 0;
             // the first head (pair) reads the whole tiles; it prefetches
             for (; h + 2 <= G; h += 2)
-                heads_block(2, h, acc_g, m + o, l + o, q_g, kt, vt, nk, D, scale, BF, h ? NULL : pk, h ? NULL : pv);
+                heads_block(2, h, acc_g, m + o, l + o, q_g, kt, vt, j0, nk, D, scale, BF, h ? NULL : pk, h ? NULL : pv);
             if (h < G)
-                heads_block(1, h, acc_g, m + o, l + o, q_g, kt, vt, nk, D, scale, BF, h ? NULL : pk, h ? NULL : pv);
+                heads_block(1, h, acc_g, m + o, l + o, q_g, kt, vt, j0, nk, D, scale, BF, h ? NULL : pk, h ? NULL : pv);
         }
     }
     for (int h = 0; h < ng * G; h++) {
@@ -386,13 +391,13 @@ static inline __attribute__((always_inline)) void task_simd(float *out_t, const 
     }
 }
 // The two element types, each compiled with its loads inlined.
-static void task_simd_f32(float *out_t, const float *q_t, const kv_cache *kc, int layer, const int32_t *bt,
+static void task_simd_f32(float *out_t, const float *q_t, const kv_cache *kc, int layer, const int32_t *bt, int k0,
                           int n_keys, int g0, int ng, int G, int D, float scale) {
-    task_simd(out_t, q_t, kc, layer, bt, n_keys, g0, ng, G, D, scale, 0);
+    task_simd(out_t, q_t, kc, layer, bt, k0, n_keys, g0, ng, G, D, scale, 0);
 }
-static void task_simd_bf16(float *out_t, const float *q_t, const kv_cache *kc, int layer, const int32_t *bt,
+static void task_simd_bf16(float *out_t, const float *q_t, const kv_cache *kc, int layer, const int32_t *bt, int k0,
                            int n_keys, int g0, int ng, int G, int D, float scale) {
-    task_simd(out_t, q_t, kc, layer, bt, n_keys, g0, ng, G, D, scale, 1);
+    task_simd(out_t, q_t, kc, layer, bt, k0, n_keys, g0, ng, G, D, scale, 1);
 }
 #endif
 
@@ -408,13 +413,17 @@ const char *paged_attention_isa(void) {
 
 // Tasks (token, group of kv heads) as in paged_attention_forward; simd selects the vector task where the shape
 // allows it.
+// The first key position token t sees: pos - window + 1 on a sliding layer (window > 0), else 0.
+static inline int first_key(int32_t pos, int window) { return window > 0 && pos >= window ? pos - window + 1 : 0; }
+
 static void attention_tasks(float *out, const float *q, const kv_cache *kc, int layer, const int32_t *block_tables,
-                            int64_t bt_stride, const int32_t *tok_seq, const int32_t *pos, int64_t T, int nh, int simd) {
+                            int64_t bt_stride, const int32_t *tok_seq, const int32_t *pos, int64_t T, int nh,
+                            int window, float scale, int simd) {
     const int nkv = kc->n_kv_heads, D = kc->head_dim;
     CHECK(nh % nkv == 0 && nh / nkv <= PA_MAX_G && D <= PA_MAX_D && kc->block_size <= 1024,
           "paged attention: nh=%d nkv=%d D=%d block_size=%d unsupported", nh, nkv, D, kc->block_size);
+    CHECK(window >= 0 && scale > 0.f, "paged attention: window=%d scale=%g", window, (double)scale);
     const int G = nh / nkv;
-    const float scale = 1.0f / sqrtf((float)D);
 #ifdef PA_SIMD
     const int fast = simd && kc->block_size == 16 && D % PA_SIMD_D == 0;
 #else
@@ -435,53 +444,61 @@ static void attention_tasks(float *out, const float *q, const kv_cache *kc, int 
         const int32_t *bt = block_tables + (int64_t)tok_seq[t] * bt_stride;
         float *out_t = out + t * (int64_t)nh * D;
         const float *q_t = q + t * (int64_t)nh * D;
+        const int k0 = first_key(pos[t], window);
+        // blocks before k0's were recycled (or never read): the first one read must be held
+        CHECK(bt[k0 / kc->block_size] >= 0 && bt[k0 / kc->block_size] < kc->n_blocks,
+              "paged attention: token at pos %d reads block %d (table entry %d)", pos[t], bt[k0 / kc->block_size],
+              k0 / kc->block_size);
 #ifdef PA_SIMD
         if (fast) {
-            (kc->dtype == KV_BF16 ? task_simd_bf16 : task_simd_f32)(out_t, q_t, kc, layer, bt, pos[t] + 1, g0, ng, G, D, scale);
+            (kc->dtype == KV_BF16 ? task_simd_bf16 : task_simd_f32)(out_t, q_t, kc, layer, bt, k0, pos[t] + 1, g0, ng, G,
+                                                                    D, scale);
             continue;
         }
 #endif
-        for (int g = g0; g < g0 + ng; g++) task_scalar(out_t, q_t, kc, layer, bt, pos[t] + 1, g, G, D, scale);
+        for (int g = g0; g < g0 + ng; g++) task_scalar(out_t, q_t, kc, layer, bt, k0, pos[t] + 1, g, G, D, scale);
     }
 }
 
 void paged_attention_forward(float *out, const float *q, const kv_cache *kc, int layer, const int32_t *block_tables,
-                             int64_t bt_stride, const int32_t *tok_seq, const int32_t *pos, int64_t T, int nh) {
-    attention_tasks(out, q, kc, layer, block_tables, bt_stride, tok_seq, pos, T, nh, 1);
+                             int64_t bt_stride, const int32_t *tok_seq, const int32_t *pos, int64_t T, int nh,
+                             int window, float scale) {
+    attention_tasks(out, q, kc, layer, block_tables, bt_stride, tok_seq, pos, T, nh, window, scale, 1);
 }
 
 void paged_attention_forward_scalar(float *out, const float *q, const kv_cache *kc, int layer,
                                     const int32_t *block_tables, int64_t bt_stride, const int32_t *tok_seq,
-                                    const int32_t *pos, int64_t T, int nh) {
-    attention_tasks(out, q, kc, layer, block_tables, bt_stride, tok_seq, pos, T, nh, 0);
+                                    const int32_t *pos, int64_t T, int nh, int window, float scale) {
+    attention_tasks(out, q, kc, layer, block_tables, bt_stride, tok_seq, pos, T, nh, window, scale, 0);
 }
 
 void paged_attention_forward_ref(float *out, const float *q, const kv_cache *kc, int layer, const int32_t *block_tables,
-                                 int64_t bt_stride, const int32_t *tok_seq, const int32_t *pos, int64_t T, int nh) {
+                                 int64_t bt_stride, const int32_t *tok_seq, const int32_t *pos, int64_t T, int nh,
+                                 int window, float scale_f) {
     const int nkv = kc->n_kv_heads, D = kc->head_dim, bs = kc->block_size, G = nh / nkv;
-    const double scale = 1.0 / sqrt((double)D);
+    const double scale = scale_f;
     for (int64_t t = 0; t < T; t++) {
         const int32_t *bt = block_tables + (int64_t)tok_seq[t] * bt_stride;
-        const int n = pos[t] + 1;
+        const int n = pos[t] + 1, k0 = first_key(pos[t], window);
         double *sc = rlc_malloc((size_t)n * sizeof(double));
         for (int h = 0; h < nh; h++) {
             const int g = h / G;
             const float *qh = q + t * (int64_t)nh * D + (int64_t)h * D;
             double mx = -INFINITY;
-            for (int p = 0; p < n; p++) {
+            for (int p = k0; p < n; p++) {
                 const void *kt = kv_cache_k(kc, bt[p / bs], layer);
-                const int64_t k0 = (int64_t)g * D * bs + p % bs;
+                const int64_t ko = (int64_t)g * D * bs + p % bs;
                 double s = 0;
-                for (int d = 0; d < D; d++) s += (double)qh[d] * (double)kv_cache_get(kc, kt, k0 + (int64_t)d * bs);
+                for (int d = 0; d < D; d++) s += (double)qh[d] * (double)kv_cache_get(kc, kt, ko + (int64_t)d * bs);
                 sc[p] = s * scale;
                 if (sc[p] > mx) mx = sc[p];
             }
             double sum = 0;
-            for (int p = 0; p < n; p++) { sc[p] = exp(sc[p] - mx); sum += sc[p]; }
+            for (int p = k0; p < n; p++) { sc[p] = exp(sc[p] - mx); sum += sc[p]; }
             float *o = out + t * (int64_t)nh * D + (int64_t)h * D;
             for (int d = 0; d < D; d++) {
                 double a = 0;
-                for (int p = 0; p < n; p++)
+                for (int p = k0; p < n; p++)
                     a += sc[p] * (double)kv_cache_get(kc, kv_cache_v(kc, bt[p / bs], layer),
                                                       (int64_t)g * bs * D + (int64_t)(p % bs) * D + d);
                 o[d] = (float)(a / sum);

@@ -43,8 +43,7 @@ static inline float lane_tree(float L[LANES]) {
 // Scalar definition for one slab: the portable path, and the arithmetic the vector path reproduces.
 #define DEFINE_SLAB_SCALAR(NAME, WT, WVAL)                                                                 \
     static void NAME(float *out, int64_t ldo, const float *x, int64_t ldx, const WT *w, int64_t T, int64_t C, \
-                     int rw,                                                                               \
-                     int accumulate) {                                                                     \
+                     int rw, const float *bias, int accumulate) {                                          \
         for (int64_t t = 0; t < T; t++)                                                                    \
             for (int r = 0; r < rw; r++) {                                                                 \
                 float L[LANES] = {0};                                                                      \
@@ -54,7 +53,8 @@ static inline float lane_tree(float L[LANES]) {
                         const float wv = c < C ? WVAL(w + r * C + c) : 0.0f, xv = c < C ? x[t * ldx + c] : 0.0f; \
                         L[l] = fmaf(wv, xv, L[l]);                                                         \
                     }                                                                                      \
-                const float sum = lane_tree(L);                                                            \
+                float sum = lane_tree(L);                                                                  \
+                if (bias) sum += bias[r];                                                                  \
                 float *o = out + t * ldo + r;                                                              \
                 *o = accumulate ? *o + sum : sum;                                                          \
             }                                                                                              \
@@ -116,7 +116,8 @@ static inline __m128 hsum_tree_x4(__m512 a, __m512 b, __m512 c, __m512 d) {
 #define DEFINE_TILE(NAME, WT, LD)                                                                              \
     static inline __attribute__((always_inline)) void NAME(                                                    \
         const int R, const int NT, float *out, int64_t ldo, const float *restrict x, int64_t ldx, int64_t c0,  \
-        int64_t c1, const WT *const *wr, int rw, int accumulate, float *part, int first, int last, int os) {  \
+        int64_t c1, const WT *const *wr, int rw, const float *bias, int accumulate, float *part, int first,   \
+        int last, int os) {                                                                                    \
         __m512 acc[RMAX][TT];                                                                                  \
         _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                                                    \
             _Pragma("GCC unroll 6") for (int t = 0; t < NT; t++)                                               \
@@ -156,6 +157,7 @@ static inline __m128 hsum_tree_x4(__m512 a, __m512 b, __m512 c, __m512 d) {
             _Pragma("GCC unroll 6") for (int t = 0; t < NT; t++) {                                             \
                 float *o = out + t * ldo;                                                                      \
                 __m128 s = hsum_tree_x4(acc[0][t], acc[1 % R][t], acc[2 % R][t], acc[3 % R][t]);               \
+                if (bias) s = _mm_add_ps(s, _mm_maskz_loadu_ps(m, bias));                                      \
                 if (accumulate) s = _mm_add_ps(_mm_maskz_loadu_ps(m, o), s);                                   \
                 _mm_mask_storeu_ps(o, m, s);                                                                   \
             }                                                                                                  \
@@ -167,7 +169,8 @@ static inline __m128 hsum_tree_x4(__m512 a, __m512 b, __m512 c, __m512 d) {
                     _mm512_store_ps(part + (t * SLAB + r) * LANES, acc[r][t]);                                 \
                 } else if (r < rw) {                                                                           \
                     float *o = out + t * ldo + r * os;                                                         \
-                    const float s = hsum_tree(acc[r][t]);                                                      \
+                    float s = hsum_tree(acc[r][t]);                                                            \
+                    if (bias) s += bias[r * os];                                                               \
                     *o = accumulate ? *o + s : s;                                                              \
                 }                                                                                              \
             }                                                                                                  \
@@ -201,7 +204,8 @@ static inline __m256 ld8_bf16(const uint16_t *p) {
 #define DEFINE_TILE(NAME, WT, LD)                                                                              \
     static inline __attribute__((always_inline)) void NAME(                                                    \
         const int R, const int NT, float *out, int64_t ldo, const float *restrict x, int64_t ldx, int64_t c0,  \
-        int64_t c1, const WT *const *wr, int rw, int accumulate, float *part, int first, int last, int os) {   \
+        int64_t c1, const WT *const *wr, int rw, const float *bias, int accumulate, float *part, int first,   \
+        int last, int os) {                                                                                    \
         __m256 acc[RMAX][TT][2];                                                                               \
         _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                                                    \
             _Pragma("GCC unroll 3") for (int t = 0; t < NT; t++)                                               \
@@ -253,7 +257,8 @@ static inline __m256 ld8_bf16(const uint16_t *p) {
                     _mm256_store_ps(part + (t * SLAB + r) * LANES + 8, acc[r][t][1]);                          \
                 } else if (r < rw) {                                                                           \
                     float *o = out + t * ldo + r * os;                                                         \
-                    const float s = hsum_tree8(_mm256_add_ps(acc[r][t][0], acc[r][t][1]));                     \
+                    float s = hsum_tree8(_mm256_add_ps(acc[r][t][0], acc[r][t][1]));                           \
+                    if (bias) s += bias[r * os];                                                               \
                     *o = accumulate ? *o + s : s;                                                              \
                 }                                                                                              \
             }                                                                                                  \
@@ -279,15 +284,16 @@ DEFINE_TILE(tile_bf16, uint16_t, ld8_bf16)
 // accumulators of TCH tokens parked in part between blocks.
 #define DEFINE_SLAB(NAME, WT, TILE)                                                                         \
     static void NAME(float *out, int64_t ldo, const float *x, int64_t ldx, const WT *w, int64_t T, int64_t C, \
-                     int rw, int accumulate) {                                                              \
+                     int rw, const float *bias, int accumulate) {                                           \
         _Alignas(64) float part[TCH * SLAB * LANES];                                                        \
         if (T <= 2) {                                                                                       \
             const int hf = (rw + 1) / 2;                                                                    \
             for (int r0 = 0; r0 < hf; r0++) {                                                               \
                 const int two = r0 + hf < rw;   /* else the second stream repeats the first; dropped */     \
                 const WT *wr[RMAX] = {w + (int64_t)r0 * C, w + (int64_t)(two ? r0 + hf : r0) * C};          \
-                if (T == 1) TILE(2, 1, out + r0, ldo, x, ldx, 0, C, wr, 1 + two, accumulate, part, 1, 1, hf); \
-                else TILE(2, 2, out + r0, ldo, x, ldx, 0, C, wr, 1 + two, accumulate, part, 1, 1, hf);      \
+                const float *b = bias ? bias + r0 : NULL;                                                   \
+                if (T == 1) TILE(2, 1, out + r0, ldo, x, ldx, 0, C, wr, 1 + two, b, accumulate, part, 1, 1, hf); \
+                else TILE(2, 2, out + r0, ldo, x, ldx, 0, C, wr, 1 + two, b, accumulate, part, 1, 1, hf);   \
             }                                                                                               \
             return;                                                                                         \
         }                                                                                                   \
@@ -304,7 +310,8 @@ DEFINE_TILE(tile_bf16, uint16_t, ld8_bf16)
                         for (int r = 0; r < RMAX; r++) wr[r] = w + (int64_t)(r0 + (r < gw ? r : 0)) * C;    \
                         float *o = out + t0 * ldo + r0, *pt = part + ((t0 - t00) * SLAB + r0) * LANES;      \
                         const float *xt = x + t0 * ldx;                                                     \
-                        TILE_NT(TILE, nt, o, ldo, xt, ldx, c0, c1, wr, gw, accumulate, pt, first, last, 1); \
+                        const float *b = bias ? bias + r0 : NULL;                                           \
+                        TILE_NT(TILE, nt, o, ldo, xt, ldx, c0, c1, wr, gw, b, accumulate, pt, first, last, 1); \
                     }                                                                                       \
                 }                                                                                           \
             }                                                                                               \
@@ -401,7 +408,8 @@ static int64_t split_next(split_range *rg, int nt, int t) {
                 const rowgemm_out *q = &outs[j];                                                               \
                 const int64_t o0 = (s - first[j]) * SLAB;                                                      \
                 const int rw = (int)(q->OC - o0 < SLAB ? q->OC - o0 : SLAB);                                   \
-                SLABFN(q->out + o0, q->ldo, xp, ldx, q->WF + o0 * C, T, C, rw, accumulate);                    \
+                SLABFN(q->out + o0, q->ldo, xp, ldx, q->WF + o0 * C, T, C, rw, q->bias ? q->bias + o0 : NULL,  \
+                       accumulate);                                                                            \
             }                                                                                                  \
         }                                                                                                      \
         free(rg);                                                                                              \
@@ -416,18 +424,20 @@ static int64_t split_next(split_range *rg, int nt, int t) {
 DEFINE_GEMM(rowgemm_forward, rowgemm_forward_multi, float, w, slab_f32)
 DEFINE_GEMM(rowgemm_forward_bf16, rowgemm_forward_multi_bf16, uint16_t, w16, slab_bf16)
 
-void rowgemm_forward_scalar(float *out, int64_t ldo, const float *x, const float *w, int64_t T, int64_t C, int64_t OC,
-                            int accumulate) {
+void rowgemm_forward_scalar(float *out, int64_t ldo, const float *x, const float *w, const float *bias, int64_t T,
+                            int64_t C, int64_t OC, int accumulate) {
     for (int64_t o0 = 0; o0 < OC; o0 += SLAB)
-        slab_scalar_f32(out + o0, ldo, x, C, w + o0 * C, T, C, (int)(OC - o0 < SLAB ? OC - o0 : SLAB), accumulate);
+        slab_scalar_f32(out + o0, ldo, x, C, w + o0 * C, T, C, (int)(OC - o0 < SLAB ? OC - o0 : SLAB),
+                        bias ? bias + o0 : NULL, accumulate);
 }
 
-void rowgemm_forward_ref(float *out, int64_t ldo, const float *x, const float *w, int64_t T, int64_t C, int64_t OC,
-                         int accumulate) {
+void rowgemm_forward_ref(float *out, int64_t ldo, const float *x, const float *w, const float *bias, int64_t T,
+                         int64_t C, int64_t OC, int accumulate) {
     for (int64_t t = 0; t < T; t++)
         for (int64_t o = 0; o < OC; o++) {
             double s = 0;
             for (int64_t c = 0; c < C; c++) s += (double)x[t * C + c] * (double)w[o * C + c];
+            if (bias) s += bias[o];
             float *p = out + t * ldo + o;
             *p = accumulate ? (float)((double)*p + s) : (float)s;
         }

@@ -20,13 +20,16 @@
 void rowgemm_forward(float *out, int64_t ldo, const float *x, const float *w, int64_t T, int64_t C, int64_t OC,
                      int accumulate);
 // Several products of the same x (T, C) in one parallel region (q/k/v, gate/up): out_j (T, ldo_j) [columns
-// 0..OC_j-1] (= or +=) x @ w_j^T, w_j (OC_j, C). Each output's bits are those of rowgemm_forward alone.
+// 0..OC_j-1] (= or +=) x @ w_j^T + bias_j, w_j (OC_j, C). Each output's bits are those of rowgemm_forward alone.
+// A bias is added to the product's sum before it is stored or accumulated, out = out + (sum + bias[o]), the
+// order of torch's x + linear(h) in fp32.
 #define ROWGEMM_MAX_OUTS 4
 typedef struct {
     float *out;           // (T, ldo)
     int64_t ldo;
     const float *w;       // (OC, C) fp32, for rowgemm_forward_multi
     const uint16_t *w16;  // (OC, C) bf16, for rowgemm_forward_multi_bf16
+    const float *bias;    // (OC) fp32, or NULL: none
     int64_t OC;
 } rowgemm_out;
 void rowgemm_forward_multi(const rowgemm_out *outs, int n, const float *x, int64_t T, int64_t C, int accumulate);
@@ -34,12 +37,13 @@ void rowgemm_forward_multi_bf16(const rowgemm_out *outs, int n, const float *x, 
 // Same, weights stored as bf16 (OC, C) (upper 16 bits of fp32); activations and sums stay fp32.
 void rowgemm_forward_bf16(float *out, int64_t ldo, const float *x, const uint16_t *w, int64_t T, int64_t C, int64_t OC,
                           int accumulate);
-// The same sum in plain scalar C (fmaf): the arithmetic definition of rowgemm_forward. Tests only.
-void rowgemm_forward_scalar(float *out, int64_t ldo, const float *x, const float *w, int64_t T, int64_t C, int64_t OC,
-                            int accumulate);
-// Reference: double-precision dot products. Tests only.
-void rowgemm_forward_ref(float *out, int64_t ldo, const float *x, const float *w, int64_t T, int64_t C, int64_t OC,
-                         int accumulate);
+// The same sum in plain scalar C (fmaf), bias (OC) or NULL: the arithmetic definition of rowgemm_forward and of
+// a rowgemm_out with a bias. Tests only.
+void rowgemm_forward_scalar(float *out, int64_t ldo, const float *x, const float *w, const float *bias, int64_t T,
+                            int64_t C, int64_t OC, int accumulate);
+// Reference: double-precision dot products plus bias (or NULL). Tests only.
+void rowgemm_forward_ref(float *out, int64_t ldo, const float *x, const float *w, const float *bias, int64_t T,
+                         int64_t C, int64_t OC, int accumulate);
 
 // The kernel this build runs: "avx512", "avx2" (x86-64-v3 without AVX-512) or "scalar" (the definition above).
 const char *rowgemm_isa(void);
