@@ -77,7 +77,7 @@ ok "greedy with --ignore-eos runs to max length" '[ $(grep -c "\"finish_reason\"
 gen --out "$tmp/o5.jsonl" --kv-cache-dtype bf16 2>"$tmp/err5"
 gen --out "$tmp/o6.jsonl" --kv-cache-dtype bf16 --threads 1 --kv-cache-bytes 20K --max-num-seqs 2 2>/dev/null
 ok "--kv-cache-dtype bf16: 9 samples, reported, same output with 1 thread and a 20 KiB budget (5 bf16 blocks)" \
-  '[ $(wc -l < "$tmp/o5.jsonl") -eq 9 ] && grep -q "bf16 blocks" "$tmp/err5" && cmp -s "$tmp/o5.jsonl" "$tmp/o6.jsonl"'
+  '[ $(wc -l < "$tmp/o5.jsonl") -eq 9 ] && grep -q "KV cache bf16 " "$tmp/err5" && cmp -s "$tmp/o5.jsonl" "$tmp/o6.jsonl"'
 err=$("$RLC" generate --model "$tmp/m" --prompts "$tmp/p.jsonl" --out "$tmp/x.jsonl" --kv-cache-dtype fp16 2>&1); rc=$?
 ok "--kv-cache-dtype fp16 is a one-line error" '[ $rc -eq 1 ] && [[ "$err" == *"expects fp32 or bf16"* ]] && [ $(echo "$err" | wc -l) -eq 1 ]'
 
