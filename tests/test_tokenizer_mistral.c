@@ -176,7 +176,7 @@ static void test_specials(void) {
     const rlc_tok_special *sp = rlc_tok_specials(t);
     TL_CHECK(sp->bos_id == 1 && sp->eos_id == 2 && sp->pad_id == 2 && sp->pad_fallback && sp->n_stop == 1 && rlc_tok_is_stop(t, 2) &&
                  sp->bos_added,
-             "Mistral: bos 1, eos/stop 2, pad falls back to 2, <s> by the post-processor");
+             "Mistral: bos 1, eos 2 (the stop id), pad falls back to 2, <s> by the post-processor");
     rlc_tok_free(t);
 }
 
