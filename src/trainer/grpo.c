@@ -180,8 +180,8 @@ static void epoch_order(const grpo *g, int64_t epoch, int64_t *perm) {
 
 static void load_data(grpo *g, rlc_dataset *ds, const rlc_strlist *files, const char *what) {
     const rlc_train_config *c = g->cfg;
-    if (files->n == 0) rlc_die("config: data.%s is empty: give a JSONL file", what);
-    if (files->n > 1) rlc_die("config: data.%s lists %lld files; rlc reads one JSONL file per split", what, (long long)files->n);
+    if (files->n == 0) rlc_die("config: data.%s is empty: give a JSONL or Parquet file", what);
+    if (files->n > 1) rlc_die("config: data.%s lists %lld files; rlc reads one JSONL or Parquet file per split", what, (long long)files->n);
     rlc_data_opts o;
     rlc_data_opts_default(&o);
     o.max_prompt_length = c->data.max_prompt_length;
@@ -1309,7 +1309,7 @@ static void grpo_setup(grpo *g, const rlc_train_config *c, int val_only, dist_ct
         load_data(g, &g->val, &c->data.val_files, "val_files");
         g->have_val = 1;
     }
-    if (val_only && !g->have_val) rlc_die("config: data.val_files is empty: validation needs a JSONL file");
+    if (val_only && !g->have_val) rlc_die("config: data.val_files is empty: validation needs a JSONL or Parquet file");
     rlc_config_loss_cfg(c, &g->loss_cfg);
     rlc_config_adv_cfg(c, &g->step_cfg.adv);
     g->step_cfg.use_kl_in_reward = c->algorithm.use_kl_in_reward;
