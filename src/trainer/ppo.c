@@ -1,0 +1,478 @@
+// ppo.c: one training step as verl's RayPPOTrainer.fit() body, one function per phase (see ppo.h). Each phase
+// reads and fills the step batch (step_batch.h); the roles' passes run through their workers (worker.h).
+#include "trainer/ppo.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/common.h"
+#include "core/strbuf.h"
+#include "rl/agg.h"
+#include "trainer/run_state.h"
+
+// ---------------------------------------------------------------------------------------------
+// gen + reward: rollout the prompts, pack prompt ++ response, score the decoded responses
+
+void ppo_rollout_config(const ppo_trainer *g, rollout_config *rc, int val) {
+    const rlc_train_config *c = g->cfg;
+    rollout_config_default(rc);
+    if (val) {
+        rc->n = (int)c->actor_rollout_ref.rollout.val_kwargs.n;
+        rc->sampling.temperature = (float)c->actor_rollout_ref.rollout.val_kwargs.temperature;
+        rc->sampling.top_p = (float)c->actor_rollout_ref.rollout.val_kwargs.top_p;
+        rc->sampling.top_k = (int)c->actor_rollout_ref.rollout.val_kwargs.top_k;
+        rc->sampling.do_sample = c->actor_rollout_ref.rollout.val_kwargs.do_sample;
+    } else {
+        rc->n = (int)c->actor_rollout_ref.rollout.n;
+        rc->sampling.temperature = (float)c->actor_rollout_ref.rollout.temperature;
+        rc->sampling.top_p = (float)c->actor_rollout_ref.rollout.top_p;
+        rc->sampling.top_k = (int)c->actor_rollout_ref.rollout.top_k;
+        rc->sampling.do_sample = c->actor_rollout_ref.rollout.do_sample;
+    }
+    rc->max_new_tokens = (int)c->data.max_response_length;
+    rc->seed = (uint64_t)c->actor_rollout_ref.rollout.seed;
+    rc->kv_cache_bytes = c->actor_rollout_ref.rollout.kv_cache_bytes;
+    if (kv_dtype_parse(c->actor_rollout_ref.rollout.kv_cache_dtype, &rc->kv_cache_dtype))   // choices checked on load
+        rlc_die("config: actor_rollout_ref.rollout.kv_cache_dtype='%s', expected fp32 or bf16",
+                c->actor_rollout_ref.rollout.kv_cache_dtype);
+    if (c->actor_rollout_ref.rollout.max_num_seqs > 0) rc->max_num_seqs = (int)c->actor_rollout_ref.rollout.max_num_seqs;
+    const rlc_tok_special *sp = rlc_tok_specials(g->tok);
+    rc->stop_ids = sp->stop_ids;
+    rc->n_stop_ids = sp->n_stop;
+    rc->progress = isatty(2) && !g->prog.tty;   // the trainer's own progress line shows the generation phase
+}
+
+void ppo_generate(ppo_trainer *g, rollout_engine *re, const int64_t *rows, int n_prompts, const rlc_dataset *ds,
+                  uint64_t stream_base, step_batch *sb, double *t_gen) {
+    const rollout_config *rc = rollout_engine_config(re);
+    int n = rc->n;
+    rollout_prompt *ps = rlc_calloc((size_t)n_prompts, sizeof *ps);
+    for (int p = 0; p < n_prompts; p++) {
+        const rlc_prompt *pr = &ds->items[rows[p]];
+        ps[p].ids = pr->ids;
+        ps[p].len = pr->n_ids;
+        // The sampling stream of a prompt is named by (step, dataset row): independent of batch
+        // composition, and different at every step.
+        ps[p].id = stream_base + (uint64_t)rows[p];
+    }
+    double t0 = rlc_now();
+    rollout_result rr;
+    rollout_generate(re, ps, n_prompts, &rr);
+    *t_gen = rlc_now() - t0;
+    const int B = n_prompts * n;
+    CHECK_EQ(rr.n_samples, B, "rollout samples");
+    int64_t T = 0, Tr = 1;
+    for (int i = 0; i < B; i++) {
+        const rollout_sample *s = &rr.samples[i];
+        T += ps[s->prompt].len + s->len;
+        if (s->len > Tr) Tr = s->len;
+    }
+    step_batch_alloc(sb, n_prompts, n, T, Tr);
+    int64_t off = 0;
+    for (int i = 0; i < B; i++) {
+        const rollout_sample *s = &rr.samples[i];
+        sb->ds_index[i] = rows[s->prompt];
+        sb->finish[i] = s->finish;
+        off = step_batch_put(sb, i, off, ps[s->prompt].ids, ps[s->prompt].len, s->ids, s->len, s->logprobs);
+    }
+    rollout_result_free(&rr);
+    free(ps);
+}
+
+void ppo_score(ppo_trainer *g, const rlc_dataset *ds, step_batch *sb) {
+    int B = sb->B;
+    rlc_reward_request *req = rlc_calloc((size_t)B, sizeof *req);
+    sb->res = rlc_calloc((size_t)B, sizeof *sb->res);
+    char **texts = rlc_calloc((size_t)B, sizeof(char *));
+    for (int i = 0; i < B; i++) {
+        const rlc_prompt *pr = &ds->items[sb->ds_index[i]];
+        texts[i] = rlc_tok_decode_str(g->tok, sb->tokens + sb->cu[i] + sb->plen[i], sb->rlen[i], 1);
+        req[i].data_source = pr->data_source;
+        req[i].response = texts[i];
+        req[i].ground_truth = pr->ground_truth ? pr->ground_truth : "";
+        req[i].extra_info = pr->extra_info_json;
+    }
+    rlc_reward_compute(&g->reward, B, req, sb->res);
+    sb->score = rlc_malloc(sizeof(float) * (size_t)B);
+    for (int i = 0; i < B; i++) {
+        sb->score[i] = (float)sb->res[i].score;
+        free(texts[i]);
+    }
+    free(texts);
+    free(req);
+}
+
+// ---------------------------------------------------------------------------------------------
+// update_actor: the PPO policy loss of a micro-batch, in verl v1's padded micro-batch layout
+
+typedef struct {
+    const ppo_trainer *g;
+    const step_batch *sb;
+    rlc_actor_metrics *am;
+} actor_ctx;
+
+static double actor_loss(void *user, const int *rows, double G, const engine_micro *mb) {
+    actor_ctx *lc = user;
+    const step_batch *sb = lc->sb;
+    const ppo_trainer *g = lc->g;
+    int nb = mb->n_seqs;
+    int64_t Tm = 1;   // the micro-batch's widest response (verl v1 pads each micro-batch to it)
+    for (int s = 0; s < nb; s++) {
+        int i = rows[s];
+        if (sb->rlen[i] > Tm) Tm = sb->rlen[i];
+    }
+    size_t n = (size_t)nb * (size_t)Tm;
+    float *lp = rlc_calloc(n, sizeof(float)), *old = rlc_calloc(n, sizeof(float)), *adv = rlc_calloc(n, sizeof(float));
+    float *mask = rlc_calloc(n, sizeof(float)), *dlp = rlc_calloc(n, sizeof(float));
+    float *ref = sb->ref_lp ? rlc_calloc(n, sizeof(float)) : NULL;
+    float *ent = mb->entropy ? rlc_calloc(n, sizeof(float)) : NULL;
+    float *dent = mb->entropy ? rlc_calloc(n, sizeof(float)) : NULL;
+    for (int s = 0; s < nb; s++) {
+        int i = rows[s];
+        int64_t base = mb->cu_seqlens[s] + sb->plen[i] - 1;   // local to the micro-batch
+        for (int64_t k = 0; k < sb->rlen[i]; k++) {
+            size_t o = (size_t)s * Tm + k, go = (size_t)i * sb->Tr + k;
+            lp[o] = mb->logp[base + k];
+            old[o] = sb->old_lp[go];
+            adv[o] = sb->adv[go];
+            mask[o] = sb->mask[go];
+            if (ref) ref[o] = sb->ref_lp[go];
+            if (ent) ent[o] = mb->entropy[base + k];
+        }
+    }
+    rl_batch_info gbi = {1, mb->global_tokens, G, g->cfg->actor_rollout_ref.actor.loss_scale_factor};
+    if (!isfinite(gbi.loss_scale_factor)) gbi.loss_scale_factor = 0;   // null: the micro-batch width
+    rl_loss_out out;
+    rl_ppo_loss(&out, dlp, dent, lp, old, g->loss_cfg.use_kl_loss ? ref : NULL, adv, ent, mask, NULL, nb, Tm, &g->loss_cfg,
+                &gbi);
+    for (int s = 0; s < nb; s++) {
+        int i = rows[s];
+        int64_t base = mb->cu_seqlens[s] + sb->plen[i] - 1;
+        for (int64_t k = 0; k < sb->rlen[i]; k++) {
+            mb->dlogp[base + k] = dlp[(size_t)s * Tm + k];
+            if (dent) mb->dentropy[base + k] = dent[(size_t)s * Tm + k];
+        }
+    }
+    rlc_actor_metrics_micro(lc->am, out.pg_loss, out.entropy_loss, out.kl_loss, out.loss, out.pg.pg_clipfrac, out.pg.ppo_kl,
+                            out.pg.pg_clipfrac_lower);
+    free(lp); free(old); free(adv); free(mask); free(dlp); free(ref); free(ent); free(dent);
+    return out.loss;
+}
+
+// End of an actor mini-batch: W > 1 reduces this mini-batch's micro-batch metrics over all ranks first (losses:
+// global shares, summed; the clip fractions and ppo_kl: the mean over every rank's micro-batches).
+static void actor_minibatch_end(void *user, dist_ctx *d, double grad_norm) {
+    rlc_actor_metrics *am = ((actor_ctx *)user)->am;
+    if (d) {
+        double red[8] = {am->pg_loss, am->entropy_loss, am->kl_loss, am->loss, am->clipfrac, am->ppo_kl, am->clipfrac_lower,
+                         (double)am->n_micro};
+        dist_allreduce_f64(d, red, 8, DIST_SUM, "all-reduce of the actor metrics");
+        am->pg_loss = red[0]; am->entropy_loss = red[1]; am->kl_loss = red[2]; am->loss = red[3];
+        am->clipfrac = red[4]; am->ppo_kl = red[5]; am->clipfrac_lower = red[6]; am->n_micro = (int64_t)red[7];
+    }
+    rlc_actor_metrics_minibatch(am, grad_norm);
+}
+
+// ---------------------------------------------------------------------------------------------
+// data metrics (verl compute_data_metrics) and global_seqlen/* (log_seqlen_unbalance, one rank)
+
+// part: the data-parallel ranks' balanced parts of the step batch, NULL: one rank.
+static void data_metrics(const step_batch *sb, const rlc_partition *part, rlc_metrics *m) {
+    int B = sb->B;
+    int64_t Tr = sb->Tr;
+    float *sc = rlc_malloc(sizeof(float) * (size_t)B), *rw = rlc_malloc(sizeof(float) * (size_t)B);
+    for (int i = 0; i < B; i++) {
+        double s = 0, r = 0;
+        for (int64_t k = 0; k < Tr; k++) { s += sb->scores[(size_t)i * Tr + k]; r += sb->rewards[(size_t)i * Tr + k]; }
+        sc[i] = (float)s;
+        rw[i] = (float)r;
+    }
+    // v1 stores samples unpadded: clip ratios compare with the batch's widest response / prompt.
+    rlc_data_metrics(m, sc, rw, sb->adv, sb->returns, sb->mask, sb->rlen, sb->plen, B, Tr, 0, 0);
+    free(sc);
+    free(rw);
+    int64_t *len = rlc_malloc(sizeof(int64_t) * (size_t)B), *items = rlc_malloc(sizeof(int64_t) * (size_t)B);
+    for (int i = 0; i < B; i++) { len[i] = sb->plen[i] + sb->rlen[i]; items[i] = i; }
+    int64_t offs[2] = {0, B};
+    rlc_partition one = {1, offs, items};   // one data-parallel rank: the balanced partition is the batch
+    double u[6];
+    rlc_seqlen_unbalance(u, len, B, part ? part : &one);
+    static const char *names[6] = {"global_seqlen/min", "global_seqlen/max", "global_seqlen/minmax_diff",
+                                   "global_seqlen/balanced_min", "global_seqlen/balanced_max", "global_seqlen/mean"};
+    for (int j = 0; j < 6; j++) rlc_metrics_set(m, names[j], u[j]);
+    free(len);
+    free(items);
+}
+
+// RLC_GRPO_DUMP: one JSON file per step with what an independent reimplementation of the update needs
+// (the sequences, prompt lengths, sequence scores and groups), for tests/py/grpo_ref.py.
+static void dump_step(const ppo_trainer *g, const step_batch *sb) {
+    rlc_strbuf b = {0};
+    rlc_sb_printf(&b, "{\"step\": %lld, \"n\": %d, \"seqs\": [", (long long)(g->global_step + 1), sb->n);
+    for (int i = 0; i < sb->B; i++) {
+        rlc_sb_printf(&b, "%s{\"plen\": %lld, \"score\": %.9g, \"group\": %d, \"ids\": [", i ? ", " : "",
+                      (long long)sb->plen[i], (double)sb->score[i], i / sb->n);
+        for (int32_t t = sb->cu[i]; t < sb->cu[i + 1]; t++) rlc_sb_printf(&b, "%s%d", t > sb->cu[i] ? "," : "", sb->tokens[t]);
+        rlc_sb_puts(&b, "]}");
+    }
+    rlc_sb_puts(&b, "]}\n");
+    rlc_mkdirs(g->dump_dir);
+    char name[64];
+    snprintf(name, sizeof name, "step_%lld.json", (long long)(g->global_step + 1));
+    char *path = rlc_path_join(g->dump_dir, name);
+    if (rlc_write_file_atomic(path, b.s, b.n) != 0) rlc_die("%s: cannot write: %s", path, strerror(errno));
+    free(path);
+    rlc_sb_free(&b);
+}
+
+static double mget(const rlc_metrics *m, const char *key) { return rlc_metrics_get(m, key, NULL); }
+static void console_line(const ppo_trainer *g, const rlc_metrics *m);
+
+// One step's metrics to every logger (verl's Tracking.log at global_step): metrics.jsonl (always), TensorBoard
+// (trainer.logger), and the console line, which replaces the terminal's progress line.
+void ppo_log_step(ppo_trainer *g, const rlc_metrics *m) {
+    if (g->root) rlc_metrics_append_jsonl(m, g->metrics_path);
+    if (g->tb) tb_write_metrics(g->tb, m, g->global_step);
+    progress_clear(&g->prog);
+    console_line(g, m);
+    if (g->prog.tty) progress_step(&g->prog, g->global_step, 0, NULL, NULL);   // elsewhere the console line is the log
+}
+
+static void console_line(const ppo_trainer *g, const rlc_metrics *m) {
+    const char *vkey = NULL;
+    for (int64_t i = 0; i < m->n; i++)
+        if (strncmp(m->keys[i], "val-core/", 9) == 0) { vkey = m->keys[i]; break; }
+    fprintf(stdout, "step %lld/%lld", (long long)g->global_step, (long long)g->total_steps);
+    int found;
+    double sc = rlc_metrics_get(m, "critic/score/mean", &found);
+    if (found)
+        fprintf(stdout, " | score %.3f | len %.1f | pg %.4f | gn %.3f | lr %.3g | ent %.3f", sc, mget(m, "response_length/mean"),
+                mget(m, "actor/pg_loss"), mget(m, "actor/grad_norm"), mget(m, "actor/lr"), mget(m, "actor/entropy"));
+    if (found && g->loss_cfg.use_kl_loss) fprintf(stdout, " | kl %.4f", mget(m, "actor/kl_loss"));
+    if (vkey) fprintf(stdout, " | %s %.3f", vkey, mget(m, vkey));
+    if (found)
+        fprintf(stdout, " | gen %.1fs upd %.1fs step %.1fs | %.0f tok/s", mget(m, "timing_s/gen"), mget(m, "timing_s/update_actor"),
+                mget(m, "timing_s/step"), mget(m, "perf/throughput"));
+    rlc_metrics_get(m, "timing_s/testing", &found);
+    if (found) fprintf(stdout, " | testing %.1fs", mget(m, "timing_s/testing"));
+    fputc('\n', stdout);
+    fflush(stdout);
+}
+
+// ---------------------------------------------------------------------------------------------
+// the phases of one step
+
+enum { T_GEN, T_REWARD, T_OLD, T_REF, T_ADV, T_UPDATE, T_SAVE, T_WEIGHTS, T_STEP, T_N };
+
+typedef struct {
+    step_batch sb;
+    rlc_partition part;           // W > 1: balance_batch over the whole step batch (the log-prob passes' parts)
+    int *my_rows, n_my;           // W > 1: this rank's part; NULL / 0: all rows
+    double tm[T_N];
+    int have[T_N];
+} step_state;
+
+// gen: W > 1 generates this rank's contiguous chunk of the prompts.
+static void phase_gen(ppo_trainer *g, step_state *s, const int64_t *rows) {
+    const int np = (int)g->cfg->data.train_batch_size / g->W;
+    if (g->W > 1) dist_reset_counters(g->d);
+    progress_phase(&g->prog, g->global_step + 1, "generating");
+    ppo_generate(g, g->rollout, rows + (size_t)g->R * np, np, &g->train, (uint64_t)(g->global_step + 1) << 32, &s->sb,
+                 &s->tm[T_GEN]);
+    s->have[T_GEN] = 1;
+}
+
+// reward: each rank scores its own samples; W > 1 then all-gathers the step batch (every rank holds all of it,
+// in the one-process order) and balances it over the ranks for the log-prob passes.
+static void phase_reward(ppo_trainer *g, step_state *s) {
+    double t = rlc_now();
+    progress_phase(&g->prog, g->global_step + 1, "reward");
+    ppo_score(g, &g->train, &s->sb);
+    if (g->W > 1) {
+        step_batch loc = s->sb;
+        step_batch_gather(g->d, &loc, &s->sb);
+        step_batch_free(&loc);
+    }
+    s->tm[T_REWARD] = rlc_now() - t;
+    s->have[T_REWARD] = 1;
+    if (g->dump_dir && g->root) dump_step(g, &s->sb);
+    if (g->W > 1) {
+        const int B = s->sb.B;
+        int *all = rlc_malloc(sizeof(int) * (size_t)B);
+        for (int i = 0; i < B; i++) all[i] = i;
+        step_batch_balance(&s->part, &s->sb, all, B, g->W);
+        free(all);
+        s->n_my = (int)(s->part.offsets[g->R + 1] - s->part.offsets[g->R]);
+        s->my_rows = rlc_malloc(sizeof(int) * (size_t)s->n_my);
+        for (int i = 0; i < s->n_my; i++) s->my_rows[i] = (int)s->part.items[s->part.offsets[g->R] + i];
+    }
+}
+
+// old_log_prob: the actor's log-probs and entropy at the rollout temperature (W > 1: on the full rollout copy of
+// the weights, this rank's part, then the rows are shared), with actor/entropy and the rollout-vs-actor metrics.
+static void phase_old_log_prob(ppo_trainer *g, step_state *s, rlc_metrics *m) {
+    const __typeof__(g->cfg->actor_rollout_ref) *ar = &g->cfg->actor_rollout_ref;
+    step_batch *sb = &s->sb;
+    const size_t BT = (size_t)sb->B * (size_t)sb->Tr;
+    double t = rlc_now();
+    progress_phase(&g->prog, g->global_step + 1, "old_log_prob");
+    sb->old_lp = rlc_calloc(BT, sizeof(float));
+    sb->entropy = rlc_calloc(BT, sizeof(float));
+    worker_mb_cfg mc = {ar->rollout.log_prob_use_dynamic_bsz, ar->rollout.log_prob_micro_batch_size_per_gpu,
+                        ar->rollout.log_prob_max_token_len_per_gpu, "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu"};
+    worker_infer_logprobs(&g->actor, sb, s->my_rows, s->n_my, &mc, sb->old_lp, sb->entropy);
+    if (g->W > 1) { step_batch_share_rows(g->d, &s->part, sb, sb->old_lp); step_batch_share_rows(g->d, &s->part, sb, sb->entropy); }
+    s->tm[T_OLD] = rlc_now() - t;
+    s->have[T_OLD] = 1;
+    // actor/entropy: agg_loss over the whole step batch with no global info (D = 1, N = sum of the mask)
+    rl_batch_info gbi = {1, 0, 0, ar->actor.loss_scale_factor};
+    if (!isfinite(gbi.loss_scale_factor)) gbi.loss_scale_factor = 0;
+    rlc_metrics_set(m, "actor/entropy", rl_agg_loss(sb->entropy, sb->mask, sb->B, sb->Tr, g->loss_cfg.agg, &gbi));
+    // rollout vs actor: the same weights and kernels, so these measure only the kernel paths' rounding.
+    if (ar->rollout.calculate_log_probs) rlc_rollout_probs_metrics(m, sb->old_lp, sb->rollout_lp, sb->mask, (int64_t)BT);
+}
+
+// ref: the reference model's log-probs (W > 1: on its sharded weights, this rank's part, then shared).
+static void phase_ref(ppo_trainer *g, step_state *s) {
+    if (!g->have_ref) return;
+    const __typeof__(g->cfg->actor_rollout_ref.ref) *rf = &g->cfg->actor_rollout_ref.ref;
+    step_batch *sb = &s->sb;
+    double t = rlc_now();
+    progress_phase(&g->prog, g->global_step + 1, "ref");
+    sb->ref_lp = rlc_calloc((size_t)sb->B * (size_t)sb->Tr, sizeof(float));
+    worker_mb_cfg mc = {rf->log_prob_use_dynamic_bsz, rf->log_prob_micro_batch_size_per_gpu, rf->log_prob_max_token_len_per_gpu,
+                        "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu"};
+    worker_infer_logprobs(&g->ref, sb, s->my_rows, s->n_my, &mc, sb->ref_lp, NULL);
+    if (g->W > 1) step_batch_share_rows(g->d, &s->part, sb, sb->ref_lp);
+    s->tm[T_REF] = rlc_now() - t;
+    s->have[T_REF] = 1;
+}
+
+// adv: token-level scores, in-reward KL (optional), then the advantage estimator over groups of n. (W > 1: every
+// rank holds the whole batch and computes the same advantages, no communication.)
+static void phase_adv(ppo_trainer *g, step_state *s, rlc_metrics *m) {
+    step_batch *sb = &s->sb;
+    const int B = sb->B;
+    const size_t BT = (size_t)B * (size_t)sb->Tr;
+    double t = rlc_now();
+    sb->scores = rlc_malloc(sizeof(float) * BT);
+    sb->rewards = rlc_malloc(sizeof(float) * BT);
+    sb->adv = rlc_malloc(sizeof(float) * BT);
+    sb->returns = rlc_malloc(sizeof(float) * BT);
+    int64_t *group = rlc_malloc(sizeof(int64_t) * (size_t)B);
+    for (int i = 0; i < B; i++) group[i] = i / sb->n;
+    rl_step_metrics sm;
+    rl_step_advantages(sb->scores, sb->rewards, sb->adv, sb->returns, &sm, sb->score, sb->rlen, group, sb->mask, sb->old_lp,
+                       sb->ref_lp, B, sb->Tr, &g->step_cfg, &g->kl_ctrl);
+    free(group);
+    if (g->step_cfg.use_kl_in_reward) {
+        rlc_metrics_set(m, "actor/reward_kl_penalty", sm.reward_kl_penalty);
+        rlc_metrics_set(m, "actor/reward_kl_penalty_coeff", sm.reward_kl_penalty_coeff);
+    }
+    s->tm[T_ADV] = rlc_now() - t;
+    s->have[T_ADV] = 1;
+}
+
+// update_actor: verl updates the actor once critic_warmup <= global_step (without a critic: from the first step).
+// W > 1 then all-gathers the updated shards into the rollout copy of the weights (here rather than in
+// update_weights because save_checkpoint, between the two, writes them).
+static void phase_update_actor(ppo_trainer *g, step_state *s, rlc_metrics *m) {
+    const rlc_train_config *c = g->cfg;
+    const __typeof__(c->actor_rollout_ref.actor) *ac = &c->actor_rollout_ref.actor;
+    if (c->trainer.critic_warmup > g->global_step) return;
+    double t = rlc_now();
+    rlc_actor_metrics am;
+    rlc_actor_metrics_init(&am);
+    actor_ctx ctx = {g, &s->sb, &am};
+    worker_loss L = {actor_loss, actor_minibatch_end, &ctx};
+    worker_update_cfg uc = {
+        .mini_seqs = ac->ppo_mini_batch_size * s->sb.n,   // verl: ppo_mini_batch_size * rollout.n sequences
+        .epochs = ac->ppo_epochs, .shuffle = ac->shuffle, .seed = ac->data_loader_seed,
+        .dynamic = ac->use_dynamic_bsz, .micro_seqs = ac->ppo_micro_batch_size_per_gpu,
+        .max_tokens = ac->ppo_max_token_len_per_gpu, .key = "actor_rollout_ref.actor.ppo_max_token_len_per_gpu",
+        .want_entropy = g->want_entropy_update, .phase = "update_actor", .prog = &g->prog, .step = g->global_step,
+    };
+    worker_update_result r = worker_update(&g->actor, &s->sb, &uc, &L);
+    if (g->W > 1) {
+        double t0 = rlc_now();
+        fsdp_gather_full(&g->fs, g->fs.p, g->params.data, -1);
+        rlc_metrics_set(m, "timing_s/gather_weights", rlc_now() - t0);
+    }
+    rlc_actor_metrics_put(&am, m, g->want_entropy_update, g->loss_cfg.use_kl_loss, g->loss_cfg.kl_loss_coef, r.lr);
+    if (r.n_nonfinite) rlc_metrics_set(m, "actor/nonfinite_grad_steps", r.n_nonfinite);
+    s->tm[T_UPDATE] = rlc_now() - t;
+    s->have[T_UPDATE] = 1;
+}
+
+// The data-loader position of the next step (an epoch boundary rolls over here, so a checkpoint taken at the end
+// of an epoch resumes at the next epoch instead of stopping), then save_checkpoint and update_weights.
+static void phase_save_and_sync(ppo_trainer *g, step_state *s) {
+    const rlc_train_config *c = g->cfg;
+    g->global_step++;
+    g->batch_in_epoch++;
+    if (g->batch_in_epoch >= g->steps_per_epoch) { g->epoch++; g->batch_in_epoch = 0; }
+    int last = g->global_step >= g->total_steps;
+    if (c->trainer.save_freq > 0 && (g->global_step % c->trainer.save_freq == 0 || last)) {
+        double t = rlc_now();
+        progress_phase(&g->prog, g->global_step, "save_checkpoint");
+        run_state_save(g);
+        s->tm[T_SAVE] = rlc_now() - t;
+        s->have[T_SAVE] = 1;
+    }
+    // update_weights: the rollout engine reads the trainer's weights in place (nothing to copy) unless it decodes
+    // from a bf16 copy.
+    double t = rlc_now();
+    rollout_engine_sync_weights(g->rollout);
+    s->tm[T_WEIGHTS] = rlc_now() - t;
+    s->have[T_WEIGHTS] = 1;
+}
+
+// timing_s/*, perf/*, memory, rank 0's view of the step's communication, data metrics.
+static void step_metrics(ppo_trainer *g, step_state *s, rlc_metrics *m) {
+    static const char *tnames[T_N] = {"gen", "reward", "old_log_prob", "ref", "adv", "update_actor", "save_checkpoint",
+                                      "update_weights", "step"};
+    const int W = g->W;
+    const char *names[T_N];
+    double secs[T_N];
+    int nt = 0;
+    for (int k = 0; k < T_N; k++)
+        if (s->have[k]) { names[nt] = tnames[k]; secs[nt++] = s->tm[k]; }
+    int64_t resp_tokens = 0;
+    for (int i = 0; i < s->sb.B; i++) resp_tokens += s->sb.rlen[i];
+    // one process = one "GPU" for perf/throughput (timings are rank 0's)
+    rlc_timing_metrics(m, nt, names, secs, resp_tokens, s->sb.T, W);
+    rlc_metrics_set(m, "actor/perf/cpu_memory_used_gb", (double)rlc_current_rss() / (double)(1 << 30));
+    if (W > 1) {
+        rlc_metrics_set(m, "dist/world_size", W);
+        rlc_metrics_set(m, "dist/comm_bytes", (double)dist_bytes_total(g->d));
+        rlc_metrics_set(m, "dist/allgather_bytes", (double)g->d->bytes[DIST_K_ALLGATHER]);
+        rlc_metrics_set(m, "dist/reduce_scatter_bytes", (double)g->d->bytes[DIST_K_REDUCE_SCATTER]);
+        rlc_metrics_set(m, "dist/comm_s", g->d->comm_seconds);
+        rlc_metrics_set(m, "dist/comm_fraction", s->tm[T_STEP] > 0 ? g->d->comm_seconds / s->tm[T_STEP] : 0);
+    }
+    data_metrics(&s->sb, W > 1 ? &s->part : NULL, m);
+}
+
+// One training step in verl's order: gen -> reward -> old_log_prob -> ref -> adv -> update_actor ->
+// save_checkpoint -> update_weights (the "step" timer); testing follows outside it (the caller).
+void ppo_train_step(ppo_trainer *g, const int64_t *rows, rlc_metrics *m) {
+    step_state s;
+    memset(&s, 0, sizeof s);
+    double t_step0 = rlc_now();
+    phase_gen(g, &s, rows);
+    phase_reward(g, &s);
+    phase_old_log_prob(g, &s, m);
+    phase_ref(g, &s);
+    phase_adv(g, &s, m);
+    phase_update_actor(g, &s, m);
+    phase_save_and_sync(g, &s);
+    s.tm[T_STEP] = rlc_now() - t_step0;
+    s.have[T_STEP] = 1;
+    step_metrics(g, &s, m);
+    if (g->W > 1) rlc_partition_free(&s.part);
+    free(s.my_rows);
+    step_batch_free(&s.sb);
+}

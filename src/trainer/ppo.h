@@ -1,0 +1,79 @@
+// ppo.h: the trainer's state shared by its role files (the driver grpo.c, the step ppo.c, validate.c,
+// run_state.c). One step is verl's RayPPOTrainer.fit() body, one function per phase:
+// gen -> reward -> old_log_prob -> ref -> adv -> update_actor -> save_checkpoint -> update_weights.
+// Everything the step computes is a pure function of (config, weights, step), so a resumed run repeats an
+// uninterrupted one bit for bit. Semantics: shared/spec/verl-grpo.md; differences: docs/grpo.md.
+#pragma once
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "data/dataset.h"
+#include "dist/dist.h"
+#include "dist/fsdp.h"
+#include "model/decoder.h"
+#include "reward/reward.h"
+#include "rl/policy_loss.h"
+#include "rl/rl_step.h"
+#include "rollout/engine.h"
+#include "tokenizer/tokenizer.h"
+#include "trainer/config.h"
+#include "trainer/engine.h"
+#include "trainer/metrics.h"
+#include "trainer/progress.h"
+#include "trainer/step_batch.h"
+#include "trainer/tensorboard.h"
+#include "trainer/worker.h"
+
+typedef struct {
+    const rlc_train_config *cfg;
+    backend_ctx be;
+    rlc_tokenizer *tok;
+    rlc_dataset train, val;
+    int have_train, have_val;
+    model_config mcfg;
+    param_layout pl;
+    param_set params, ref_params;
+    decoder_model model, ref_model;
+    int have_ref;
+    engine eng;                   // the actor's engine (the reference borrows its buffers)
+    worker actor, ref;            // the roles (ref: when have_ref)
+    rollout_engine *rollout;
+    rlc_reward_fn reward;
+    rl_loss_cfg loss_cfg;
+    rl_step_cfg step_cfg;         // advantage estimator + in-reward KL
+    rl_kl_ctrl kl_ctrl;
+    float temperature;            // rollout temperature, also used by the actor's log-prob passes
+    int want_entropy_update;      // entropy computed in the update (entropy_coeff != 0 or calculate_entropy)
+    int64_t steps_per_epoch, total_steps;
+    int64_t global_step;          // steps completed
+    int64_t epoch, batch_in_epoch;// data-loader position of the next step
+    char *run_dir;
+    char *metrics_path;
+    uint64_t data_seed;
+    const char *dump_dir;         // RLC_GRPO_DUMP: write each step's rollouts (tests' PyTorch oracle)
+    int64_t crash_step;           // RLC_TEST_CRASH_IN_CHECKPOINT: SIGKILL midway through this step's save
+    // data parallelism (docs/distributed.md); W = 1 runs the single-process code paths unchanged
+    dist_ctx *d;                  // NULL with W = 1
+    int W, R, root;               // world size, rank, rank == 0
+    fsdp_state fs;                // W > 1: sharded params / grads / AdamW moments of the actor
+    int have_fs;
+    fsdp_state ref_fs;            // W > 1: sharded weights of the reference model (ref_params is freed)
+    int have_ref_fs;
+    char *resume_opt;             // W > 1: optimizer.bin to load into the shards once they exist
+    tb_writer *tb;                // trainer.logger has tensorboard: the event file (rank 0), else NULL
+    progress prog;                // the terminal's progress line through a step's phases
+} ppo_trainer;
+
+// The rollout configuration of training (val = 0) or validation (val = 1, val_kwargs).
+void ppo_rollout_config(const ppo_trainer *g, rollout_config *rc, int val);
+// gen: roll out the prompts rows (n_prompts) of ds with re and pack prompt ++ response into sb; the sampling
+// stream of a prompt is stream_base + its dataset row. *t_gen: the generation's seconds.
+void ppo_generate(ppo_trainer *g, rollout_engine *re, const int64_t *rows, int n_prompts, const rlc_dataset *ds,
+                  uint64_t stream_base, step_batch *sb, double *t_gen);
+// reward: decode the responses (special tokens skipped, as verl's naive reward manager) and score them: sb->score
+// (B) and sb->res (B), the full results (extras and pred) for the validation metrics.
+void ppo_score(ppo_trainer *g, const rlc_dataset *ds, step_batch *sb);
+// One training step on the prompts rows (train_batch_size; W > 1: each rank generates its chunk), metrics into m.
+void ppo_train_step(ppo_trainer *g, const int64_t *rows, rlc_metrics *m);
+// One step's metrics to every logger: metrics.jsonl, TensorBoard, the console line.
+void ppo_log_step(ppo_trainer *g, const rlc_metrics *m);

@@ -1,0 +1,22 @@
+// run_state.h: the trainer's checkpoints and resume (verl's _save_checkpoint / _load_checkpoint): a complete
+// <run_dir>/global_step_N/ holds actor/ (HF weights in fp32, the tokenizer, optimizer.bin) and trainer_state.bin
+// (step, data-loader position, KL controller, data seed); it appears under its final name only once complete.
+// latest_checkpointed_iteration.txt names the newest; trainer.max_actor_ckpt_to_keep prunes older ones.
+#pragma once
+#include <stdint.h>
+
+#include "trainer/ppo.h"
+
+// <run_dir>/global_step_<step> (caller frees).
+char *run_state_step_dir(const ppo_trainer *g, int64_t step);
+// Save global_step_<g->global_step>. W > 1: every rank calls it (rank 0 writes; the others take part in
+// gathering the optimizer state).
+void run_state_save(ppo_trainer *g);
+// Latest complete checkpoint step in the run dir, or -1.
+int64_t run_state_latest(const ppo_trainer *g);
+// Load a global_step_N directory: weights, optimizer state (W > 1: kept in g->resume_opt for the shards),
+// trainer state. A damaged or mismatched file dies with one line.
+void run_state_load(ppo_trainer *g, const char *dir);
+// Keep only the metrics lines of steps <= last (a crash after logging a step that was never checkpointed would
+// otherwise repeat it on resume); last = -1 empties the log.
+void run_state_truncate_metrics(const ppo_trainer *g, int64_t last);
