@@ -519,6 +519,8 @@ void decoder_logprob(decoder_model *m, decoder_acts *a, const decoder_batch *b, 
     }
 }
 
+static void backward_from_hidden(decoder_model *m, decoder_acts *a, const decoder_batch *b, param_set *grads);
+
 void decoder_backward(decoder_model *m, decoder_acts *a, const decoder_batch *b, const int32_t *targets, float temperature,
                     const float *dlogp, const float *dentropy, param_set *grads) {
     CHECK(a && a->have_forward && a->have_head && a->T == b->T,
@@ -528,15 +530,31 @@ void decoder_backward(decoder_model *m, decoder_acts *a, const decoder_batch *b,
           grads ? (long long)grads->layout->numel : -1LL, (long long)m->pl->numel);
     dims d = dims_of(m->cfg);
     const int nb = m->pl->n_blocks, tied = m->cfg->tie_word_embeddings;
-    const int64_t T = b->T, H = d.H, I = d.I, QD = d.QD, KD = d.KD;
-    const int nh = (int)d.nh, nkv = (int)d.nkv, D = (int)d.D;
+    const int64_t T = b->T, H = d.H;
 
-    // head, then final norm
+    // head, then the rest
     zero_par(a->dhid, T * H);
     const float *w_head = decoder_lm_head(m);
     float *g_head = tied ? grad_block(m, grads, 0) : grad_block(m, grads, nb - 1) + H;
     logprob_head_backward_cap(a->dhid, g_head, dlogp, dentropy, a->have_ent ? a->head_ent : NULL, a->hidden, w_head, targets,
                               a->head_lse, T, H, d.V, temperature, m->cfg->final_logit_softcapping);
+    backward_from_hidden(m, a, b, grads);
+}
+
+void decoder_backward_hidden(decoder_model *m, decoder_acts *a, const decoder_batch *b, const float *dhidden, param_set *grads) {
+    CHECK(a && a->have_forward && a->T == b->T, "decoder_backward_hidden needs decoder_forward with acts on the same batch first");
+    CHECK(m->get_grad_block || (grads && grads->layout->numel == m->pl->numel), "grads layout: %lld != %lld elements",
+          grads ? (long long)grads->layout->numel : -1LL, (long long)m->pl->numel);
+    memcpy(a->dhid, dhidden, sizeof(float) * (size_t)(b->T * m->cfg->hidden_size));
+    backward_from_hidden(m, a, b, grads);
+}
+
+// The backward below the output head, seeded by a->dhid (T, H) = d loss / d final-normed hidden.
+static void backward_from_hidden(decoder_model *m, decoder_acts *a, const decoder_batch *b, param_set *grads) {
+    dims d = dims_of(m->cfg);
+    const int nb = m->pl->n_blocks;
+    const int64_t T = b->T, H = d.H, I = d.I, QD = d.QD, KD = d.KD;
+    const int nh = (int)d.nh, nkv = (int)d.nkv, D = (int)d.D;
     float *dx = a->dx, *dh = a->dh;
     zero_par(dx, T * H);
     rmsnorm_backward_off(dx, grad_block(m, grads, nb - 1), a->dhid, a->x_final, final_norm_w(m), d.w_off, a->rstd_f, T, H);

@@ -86,6 +86,9 @@ void decoder_logprob(decoder_model *m, decoder_acts *a, const decoder_batch *b, 
 // or through m->get_grad_block when set (grads may then be NULL).
 void decoder_backward(decoder_model *m, decoder_acts *a, const decoder_batch *b, const int32_t *targets, float temperature,
                     const float *dlogp, const float *dentropy, param_set *grads);
+// Backward seeded by dhidden (T, H) = d loss / d final-normed hidden, for a head the caller differentiates itself
+// (the critic's value head): needs decoder_forward with acts on the same batch; accumulates like decoder_backward.
+void decoder_backward_hidden(decoder_model *m, decoder_acts *a, const decoder_batch *b, const float *dhidden, param_set *grads);
 
 // ---- per-layer pieces for the rollout engine (inference only, no saved state) ----
 // The RoPE table of layer l (the sliding layers' own where it differs) and its sliding window (0: full attention).
