@@ -5,11 +5,12 @@
 #include <string.h>
 
 #include "core/common.h"
+#include "rl/gae.h"
 
-void rl_step_advantages(float *token_scores, float *token_rewards, float *adv, float *returns, rl_step_metrics *met,
-                        const float *score, const int64_t *resp_len, const int64_t *group, const float *mask,
-                        const float *old_lp, const float *ref_lp, int64_t B, int64_t T, const rl_step_cfg *cfg,
-                        rl_kl_ctrl *ctrl) {
+// assemble_rm_scores and apply_kl_penalty: token_scores and token_rewards (B, T).
+static void step_rewards(float *token_scores, float *token_rewards, rl_step_metrics *met, const float *score,
+                         const int64_t *resp_len, const float *mask, const float *old_lp, const float *ref_lp, int64_t B,
+                         int64_t T, const rl_step_cfg *cfg, rl_kl_ctrl *ctrl) {
     // assemble_rm_scores: the score at the last valid response token (Python index -1 for an empty response)
     memset(token_scores, 0, (size_t)(B * T) * sizeof(float));
     for (int64_t b = 0; b < B; b++) {
@@ -23,5 +24,20 @@ void rl_step_advantages(float *token_scores, float *token_rewards, float *adv, f
         double cur = rl_apply_kl_penalty(token_rewards, token_scores, old_lp, ref_lp, mask, B, T, cfg->kl_penalty, ctrl, &beta);
         if (met) { met->reward_kl_penalty = cur; met->reward_kl_penalty_coeff = beta; }
     } else memcpy(token_rewards, token_scores, (size_t)(B * T) * sizeof(float));
+}
+
+void rl_step_advantages(float *token_scores, float *token_rewards, float *adv, float *returns, rl_step_metrics *met,
+                        const float *score, const int64_t *resp_len, const int64_t *group, const float *mask,
+                        const float *old_lp, const float *ref_lp, int64_t B, int64_t T, const rl_step_cfg *cfg,
+                        rl_kl_ctrl *ctrl) {
+    step_rewards(token_scores, token_rewards, met, score, resp_len, mask, old_lp, ref_lp, B, T, cfg, ctrl);
     rl_compute_advantage(adv, returns, token_rewards, mask, group, B, T, &cfg->adv);
+}
+
+void rl_step_advantages_gae(float *token_scores, float *token_rewards, float *adv, float *returns, rl_step_metrics *met,
+                            const float *score, const int64_t *resp_len, const float *mask, const float *old_lp,
+                            const float *ref_lp, const float *values, int64_t B, int64_t T, const rl_step_cfg *cfg,
+                            double gamma, double lam, rl_kl_ctrl *ctrl) {
+    step_rewards(token_scores, token_rewards, met, score, resp_len, mask, old_lp, ref_lp, B, T, cfg, ctrl);
+    rl_gae(adv, returns, token_rewards, values, mask, B, T, gamma, lam);
 }

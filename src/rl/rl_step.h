@@ -24,3 +24,9 @@ void rl_step_advantages(float *token_scores, float *token_rewards, float *adv, f
                         const float *score, const int64_t *resp_len, const int64_t *group, const float *mask,
                         const float *old_lp, const float *ref_lp, int64_t B, int64_t T, const rl_step_cfg *cfg,
                         rl_kl_ctrl *ctrl);
+// PPO with a critic (algorithm.adv_estimator=gae): the same token scores and rewards, then GAE with whitening over
+// the critic's values (B, T) (rl/gae.h); cfg->adv is not used.
+void rl_step_advantages_gae(float *token_scores, float *token_rewards, float *adv, float *returns, rl_step_metrics *met,
+                            const float *score, const int64_t *resp_len, const float *mask, const float *old_lp,
+                            const float *ref_lp, const float *values, int64_t B, int64_t T, const rl_step_cfg *cfg,
+                            double gamma, double lam, rl_kl_ctrl *ctrl);

@@ -109,9 +109,9 @@ static const cfg_entry k_schema[] = {
     {AR "rollout.val_kwargs.top_k", CT_INT, O(actor_rollout_ref.rollout.val_kwargs.top_k), "-1", -1, 1e9, 0, NULL, "validation top_k"},
     {AR "rollout.val_kwargs.do_sample", CT_BOOL, O(actor_rollout_ref.rollout.val_kwargs.do_sample), "false", 1, 0, 0, NULL, "validation sampling (false: greedy)"},
 
-    {"algorithm.adv_estimator", CT_STR, O(algorithm.adv_estimator), "grpo", 1, 0, 0, "grpo|rloo|reinforce_plus_plus|reinforce_plus_plus_baseline|grpo_vectorized|rloo_vectorized|opo|gpg", "advantage estimator (verl's default gae needs a critic: not provided)"},
-    {"algorithm.gamma", CT_FLOAT, O(algorithm.gamma), "1.0", 0, 1, 0, NULL, "discount (reinforce_plus_plus)"},
-    {"algorithm.lam", CT_FLOAT, O(algorithm.lam), "1.0", 0, 1, 0, NULL, "GAE lambda (unused without a critic)"},
+    {"algorithm.adv_estimator", CT_STR, O(algorithm.adv_estimator), "grpo", 1, 0, 0, "gae|grpo|rloo|reinforce_plus_plus|reinforce_plus_plus_baseline|grpo_vectorized|rloo_vectorized|opo|gpg", "advantage estimator (gae: PPO with a critic)"},
+    {"algorithm.gamma", CT_FLOAT, O(algorithm.gamma), "1.0", 0, 1, 0, NULL, "discount (gae, reinforce_plus_plus)"},
+    {"algorithm.lam", CT_FLOAT, O(algorithm.lam), "1.0", 0, 1, 0, NULL, "GAE lambda"},
     {"algorithm.norm_adv_by_std_in_grpo", CT_BOOL, O(algorithm.norm_adv_by_std_in_grpo), "true", 1, 0, 0, NULL, "divide GRPO advantages by the group std (false: Dr.GRPO)"},
     {"algorithm.use_kl_in_reward", CT_BOOL, O(algorithm.use_kl_in_reward), "false", 1, 0, 0, NULL, "subtract beta*KL(old, ref) from token rewards"},
     {"algorithm.kl_penalty", CT_STR, O(algorithm.kl_penalty), "kl", 1, 0, 0, k_kl_choices, "KL estimator of the in-reward penalty"},
@@ -139,6 +139,33 @@ static const cfg_entry k_schema[] = {
     {"trainer.balance_batch", CT_BOOL, O(trainer.balance_batch), "true", 1, 0, 0, NULL, "balance sequence lengths across DP ranks"},
     {"trainer.critic_warmup", CT_INT, O(trainer.critic_warmup), "0", 0, 1e12, 0, NULL, "steps before the actor is updated"},
     {"trainer.log_val_generations", CT_INT, O(trainer.log_val_generations), "0", 0, 1e9, 0, NULL, "validation samples to print"},
+
+    {"critic.enable", CT_BOOL, O(critic.enable), "null", 1, 0, 1, NULL, "train a value model (null: iff algorithm.adv_estimator=gae)"},
+    {"critic.model.path", CT_STR, O(critic.model.path), "null", 1, 0, 1, NULL, "HF checkpoint of the value model's backbone (null: the actor's)"},
+    {"critic.optim.lr", CT_FLOAT, O(critic.optim.lr), "1e-5", 0, 1, 0, NULL, "critic AdamW learning rate"},
+    {"critic.optim.weight_decay", CT_FLOAT, O(critic.optim.weight_decay), "0.01", 0, 10, 0, NULL, "critic AdamW decoupled weight decay"},
+    {"critic.optim.betas", CT_FLOAT2, O(critic.optim.betas), "[0.9, 0.999]", 0, 0.999999999, 0, NULL, "critic AdamW betas [b1, b2]"},
+    {"critic.optim.eps", CT_FLOAT, O(critic.optim.eps), "1e-8", 1e-30, 1, 0, NULL, "critic AdamW epsilon"},
+    {"critic.optim.clip_grad", CT_FLOAT, O(critic.optim.clip_grad), "1.0", 0, 1e30, 0, NULL, "critic global grad-norm clip (value head included)"},
+    {"critic.optim.lr_warmup_steps", CT_INT, O(critic.optim.lr_warmup_steps), "-1", -1, 1e9, 0, NULL, "critic warmup steps (<= 0: from lr_warmup_steps_ratio)"},
+    {"critic.optim.lr_warmup_steps_ratio", CT_FLOAT, O(critic.optim.lr_warmup_steps_ratio), "0.0", 0, 1, 0, NULL, "critic warmup as a fraction of total_training_steps"},
+    {"critic.optim.lr_scheduler_type", CT_STR, O(critic.optim.lr_scheduler_type), "constant", 1, 0, 0, "constant|cosine", "critic LR schedule after warmup"},
+    {"critic.optim.min_lr_ratio", CT_FLOAT, O(critic.optim.min_lr_ratio), "0.0", 0, 1, 0, NULL, "critic cosine floor as a fraction of lr"},
+    {"critic.ppo_mini_batch_size", CT_INT, O(critic.ppo_mini_batch_size), "null", 1, 1e9, 1, NULL, "prompts per critic optimizer step (null: the actor's)"},
+    {"critic.ppo_micro_batch_size_per_gpu", CT_INT, O(critic.ppo_micro_batch_size_per_gpu), "null", 1, 1e9, 1, NULL, "sequences per critic micro-batch (required unless use_dynamic_bsz)"},
+    {"critic.forward_micro_batch_size_per_gpu", CT_INT, O(critic.forward_micro_batch_size_per_gpu), "null", 1, 1e9, 1, NULL, "sequences per values micro-batch (null: ppo_micro_batch_size_per_gpu)"},
+    {"critic.use_dynamic_bsz", CT_BOOL, O(critic.use_dynamic_bsz), "null", 1, 0, 1, NULL, "critic micro-batches by token budget (null: the actor's)"},
+    {"critic.ppo_max_token_len_per_gpu", CT_INT, O(critic.ppo_max_token_len_per_gpu), "32768", 1, 1e12, 0, NULL, "token budget per critic micro-batch"},
+    {"critic.forward_max_token_len_per_gpu", CT_INT, O(critic.forward_max_token_len_per_gpu), "null", 1, 1e12, 1, NULL, "token budget per values micro-batch (null: ppo_max_token_len_per_gpu)"},
+    {"critic.ppo_epochs", CT_INT, O(critic.ppo_epochs), "null", 1, 1e6, 1, NULL, "critic passes over each step's batch (null: the actor's)"},
+    {"critic.shuffle", CT_BOOL, O(critic.shuffle), "null", 1, 0, 1, NULL, "shuffle sequences into critic mini-batches (null: the actor's)"},
+    {"critic.data_loader_seed", CT_INT, O(critic.data_loader_seed), "42", 0, 4294967295.0, 0, NULL, "critic mini-batch shuffle seed"},
+    {"critic.cliprange_value", CT_FLOAT, O(critic.cliprange_value), "0.5", 0, 1e30, 0, NULL, "value clip range around the pre-update values"},
+    {"critic.loss_agg_mode", CT_STR, O(critic.loss_agg_mode), "null", 1, 0, 1, k_agg_choices, "value loss aggregation (null: the actor's)"},
+    {"critic.loss_scale_factor", CT_FLOAT, O(critic.loss_scale_factor), "null", 1e-30, 1e30, 1, NULL, "seq-mean-token-sum-norm divisor (null: the actor's)"},
+    {"critic.grad_clip", CT_FLOAT, O(critic.grad_clip), "1.0", 0, 1e30, 0, NULL, "verl's FSDP critic field; its engine clips with optim.clip_grad, and so does rlc"},
+    {"critic.activation_checkpoint", CT_STR, O(critic.activation_checkpoint), "null", 1, 0, 1, "none|selective|full", "critic activation checkpointing (null: the actor's)"},
+    {"trainer.max_critic_ckpt_to_keep", CT_INT, O(trainer.max_critic_ckpt_to_keep), "null", 1, 1e9, 1, NULL, "kept with the actor's: global_step_N holds both (null: max_actor_ckpt_to_keep)"},
 
     {"custom_reward_function.path", CT_STR, O(custom_reward_function.path), "null", 1, 0, 1, NULL, "Python file with a verl-style reward function"},
     {"custom_reward_function.name", CT_STR, O(custom_reward_function.name), "compute_score", 1, 0, 0, NULL, "function in custom_reward_function.path"},
@@ -323,6 +350,7 @@ static void set_scalar(rlc_train_config *c, const cfg_entry *e, const ctx_t *cx,
         case CT_INT: *(int64_t *)base = RLC_CFG_NULL; return;
         case CT_FLOAT: *(double *)base = NAN; return;
         case CT_STR: free(*(char **)base); *(char **)base = NULL; return;
+        case CT_BOOL: *(int *)base = RLC_CFG_NULL_BOOL; return;
         default: rlc_die("%s: %s must not be null", cx->where, e->key);
         }
     }
@@ -569,6 +597,41 @@ void rlc_config_finalize(rlc_train_config *c) {
                     "data.max_prompt_length + data.max_response_length (%lld)",
                     (long long)a->ppo_max_token_len_per_gpu, (long long)L);
     }
+    {   // critic.* (verl-ppo.md §1.7): nulls take the actor's values; gae needs the critic
+        __typeof__(c->critic) *k = &c->critic;
+        if (!strcmp(c->algorithm.adv_estimator, "gae") && k->enable == 0)
+            rlc_die("config: algorithm.adv_estimator=gae needs a value model, but critic.enable=false: set critic.enable=true "
+                    "or choose an estimator without a critic (grpo, rloo, ...)");
+        if (k->ppo_mini_batch_size == RLC_CFG_NULL) k->ppo_mini_batch_size = a->ppo_mini_batch_size;
+        if (k->use_dynamic_bsz == RLC_CFG_NULL_BOOL) k->use_dynamic_bsz = a->use_dynamic_bsz;
+        if (k->shuffle == RLC_CFG_NULL_BOOL) k->shuffle = a->shuffle;
+        if (k->ppo_epochs == RLC_CFG_NULL) k->ppo_epochs = a->ppo_epochs;
+        if (k->forward_micro_batch_size_per_gpu == RLC_CFG_NULL) k->forward_micro_batch_size_per_gpu = k->ppo_micro_batch_size_per_gpu;
+        if (k->forward_max_token_len_per_gpu == RLC_CFG_NULL) k->forward_max_token_len_per_gpu = k->ppo_max_token_len_per_gpu;
+        if (!k->loss_agg_mode) k->loss_agg_mode = rlc_strdup(a->loss_agg_mode);
+        if (isnan(k->loss_scale_factor)) k->loss_scale_factor = a->loss_scale_factor;
+        if (!k->activation_checkpoint) k->activation_checkpoint = rlc_strdup(a->activation_checkpoint);
+        if (c->trainer.max_critic_ckpt_to_keep == RLC_CFG_NULL) c->trainer.max_critic_ckpt_to_keep = c->trainer.max_actor_ckpt_to_keep;
+        if (rlc_config_use_critic(c)) {
+            int64_t cmb = k->ppo_mini_batch_size;
+            if (cmb > tb || tb % cmb != 0)
+                rlc_die("config: data.train_batch_size (%lld) must be a multiple of critic.ppo_mini_batch_size (%lld)", (long long)tb,
+                        (long long)cmb);
+            if (!k->use_dynamic_bsz) {
+                if (k->ppo_micro_batch_size_per_gpu == RLC_CFG_NULL)
+                    rlc_die("config: critic.ppo_micro_batch_size_per_gpu must be set unless critic.use_dynamic_bsz=true");
+                if ((cmb * n) % k->ppo_micro_batch_size_per_gpu != 0)
+                    rlc_die("config: critic.ppo_mini_batch_size * rollout.n (%lld) must be divisible by "
+                            "critic.ppo_micro_batch_size_per_gpu (%lld)", (long long)(cmb * n), (long long)k->ppo_micro_batch_size_per_gpu);
+            } else {
+                int64_t L = c->data.max_prompt_length + c->data.max_response_length;
+                if (k->ppo_max_token_len_per_gpu < L || k->forward_max_token_len_per_gpu < L)
+                    rlc_die("config: critic.ppo_max_token_len_per_gpu (%lld) and forward_max_token_len_per_gpu (%lld) must be >= "
+                            "data.max_prompt_length + data.max_response_length (%lld)", (long long)k->ppo_max_token_len_per_gpu,
+                            (long long)k->forward_max_token_len_per_gpu, (long long)L);
+            }
+        }
+    }
     if (c->custom_reward_function.command && c->custom_reward_function.path)
         rlc_die("config: set custom_reward_function.command or custom_reward_function.path, not both");
     if (!strcmp(c->trainer.resume_mode, "resume_path") && !c->trainer.resume_from_path)
@@ -610,7 +673,7 @@ static void put_str(rlc_strbuf *b, const char *s) { rlc_sb_json_str(b, s, strlen
 static void put_value(rlc_strbuf *b, const rlc_train_config *c, const cfg_entry *e) {
     const char *base = (const char *)c + e->off;
     switch (e->type) {
-    case CT_BOOL: rlc_sb_puts(b, *(const int *)base ? "true" : "false"); break;
+    case CT_BOOL: rlc_sb_puts(b, *(const int *)base == RLC_CFG_NULL_BOOL ? "null" : *(const int *)base ? "true" : "false"); break;
     case CT_INT: {
         int64_t x = *(const int64_t *)base;
         if (x == RLC_CFG_NULL) rlc_sb_puts(b, "null");
@@ -730,6 +793,10 @@ void rlc_config_adv_cfg(const rlc_train_config *c, rl_adv_cfg *out) {
     out->norm_adv_by_std_in_grpo = c->algorithm.norm_adv_by_std_in_grpo;
     out->gamma = c->algorithm.gamma;
     out->epsilon = 1e-6;
+}
+
+int rlc_config_use_critic(const rlc_train_config *c) {
+    return c->critic.enable == RLC_CFG_NULL_BOOL ? !strcmp(c->algorithm.adv_estimator, "gae") : c->critic.enable;
 }
 
 const char *rlc_config_lr_scheduler(const rlc_train_config *c, double *floor_out) {

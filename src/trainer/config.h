@@ -13,6 +13,8 @@
 
 // A nullable integer key holds RLC_CFG_NULL when it is null; a nullable float holds NAN; a nullable string NULL.
 #define RLC_CFG_NULL INT64_MIN
+// A nullable boolean holds RLC_CFG_NULL_BOOL when it is null.
+#define RLC_CFG_NULL_BOOL (-1)
 
 typedef struct {
     char **v;   // (n) owned strings
@@ -112,6 +114,7 @@ typedef struct {
         char *resume_from_path;                // nullable
         char *default_local_dir;               // null -> checkpoints/<project_name>/<experiment_name>
         int64_t max_actor_ckpt_to_keep;        // nullable: keep all
+        int64_t max_critic_ckpt_to_keep;       // nullable: max_actor_ckpt_to_keep (one directory holds both)
         rlc_strlist logger;                    // console | file | tensorboard
         char *project_name, *experiment_name;
         int64_t n_gpus_per_node, nnodes;
@@ -120,6 +123,31 @@ typedef struct {
         int64_t critic_warmup;
         int64_t log_val_generations;
     } trainer;
+    struct {                                   // PPO's value model (verl's critic.*; spec verl-ppo.md §1.7)
+        int enable;                            // RLC_CFG_NULL_BOOL: on iff algorithm.adv_estimator=gae
+        struct { char *path; } model;          // nullable: the actor's checkpoint
+        struct {
+            double lr, weight_decay, betas[2], eps, clip_grad;
+            int64_t lr_warmup_steps;           // <= 0: from lr_warmup_steps_ratio
+            double lr_warmup_steps_ratio;
+            char *lr_scheduler_type;           // constant | cosine
+            double min_lr_ratio;
+        } optim;
+        int64_t ppo_mini_batch_size;           // nullable: the actor's (prompts; x rollout.n sequences)
+        int64_t ppo_micro_batch_size_per_gpu;  // nullable (required unless use_dynamic_bsz)
+        int64_t forward_micro_batch_size_per_gpu;   // nullable: ppo_micro_batch_size_per_gpu (values pass)
+        int use_dynamic_bsz;                   // RLC_CFG_NULL_BOOL: the actor's
+        int64_t ppo_max_token_len_per_gpu;
+        int64_t forward_max_token_len_per_gpu; // nullable: ppo_max_token_len_per_gpu
+        int64_t ppo_epochs;                    // nullable: the actor's
+        int shuffle;                           // RLC_CFG_NULL_BOOL: the actor's
+        int64_t data_loader_seed;
+        double cliprange_value;
+        char *loss_agg_mode;                   // nullable: the actor's
+        double loss_scale_factor;              // nullable: the actor's
+        double grad_clip;                      // verl's FSDP field, not read by its engine (optim.clip_grad is)
+        char *activation_checkpoint;           // nullable: the actor's
+    } critic;
     struct {
         char *path;                            // nullable: a .py file with a verl-style reward function
         char *name;                            // its function name (compute_score)
@@ -162,3 +190,5 @@ void rlc_config_loss_cfg(const rlc_train_config *c, rl_loss_cfg *out);
 void rlc_config_adv_cfg(const rlc_train_config *c, rl_adv_cfg *out);
 rl_kl_type rlc_config_kl_penalty(const rlc_train_config *c);   // algorithm.kl_penalty
 void rlc_config_kl_ctrl(const rlc_train_config *c, rl_kl_ctrl *out);
+// verl's need_critic: critic.enable if set, else algorithm.adv_estimator == gae.
+int rlc_config_use_critic(const rlc_train_config *c);

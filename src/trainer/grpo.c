@@ -43,6 +43,38 @@ static void load_data(ppo_trainer *g, rlc_dataset *ds, const rlc_strlist *files,
 
 // ---------------------------------------------------------------------------------------------
 
+// The critic (spec verl-ppo.md §1.2): the backbone of critic.model.path (default: the actor's checkpoint) and its
+// value head (score.* when the checkpoint has them, else a fresh one: N(0, initializer_range), bias 0), with its own
+// engine: AdamW, LR schedule and clipping from critic.optim.*.
+static void critic_setup(ppo_trainer *g, int64_t horizon) {
+    const rlc_train_config *c = g->cfg;
+    const __typeof__(c->critic) *k = &c->critic;
+    const char *path = k->model.path ? k->model.path : c->actor_rollout_ref.model.path;
+    run_state_load_critic_model(g, path);
+    decoder_model_init(&g->critic_model, &g->critic_pl, &g->critic_params, &g->be);
+    engine_config ec;
+    engine_config_default(&ec);
+    ec.adam.beta1 = k->optim.betas[0];
+    ec.adam.beta2 = k->optim.betas[1];
+    ec.adam.eps = k->optim.eps;
+    ec.adam.weight_decay = k->optim.weight_decay;
+    ec.lr = k->optim.lr;
+    ec.min_lr = k->optim.min_lr_ratio;
+    int st = lr_sched_type_parse(k->optim.lr_scheduler_type);
+    if (st < 0) rlc_die("config: critic.optim.lr_scheduler_type '%s' is not constant or cosine", k->optim.lr_scheduler_type);
+    ec.lr_sched = (lr_sched_type)st;
+    ec.clip_grad = k->optim.clip_grad;
+    if (decoder_ckpt_parse(k->activation_checkpoint, &ec.ckpt) != 0)
+        rlc_die("config: critic.activation_checkpoint '%s' is not none, selective or full", k->activation_checkpoint);
+    ec.total_steps = horizon;
+    ec.warmup_steps = lr_resolve_warmup(k->optim.lr_warmup_steps, k->optim.lr_warmup_steps_ratio, horizon);
+    engine_init(&g->critic_eng, &g->critic_model, &ec);
+    const int64_t n = g->vhead.H + 1;
+    g->critic_head = (worker_head){g->vhead.data, rlc_calloc((size_t)n, sizeof(float)), rlc_calloc((size_t)n, sizeof(float)),
+                                   rlc_calloc((size_t)n, sizeof(float)), n};
+    g->critic = (worker){"critic", &g->critic_model, &g->critic_eng, NULL, NULL, 0, &g->critic_head};
+}
+
 static void grpo_setup(ppo_trainer *g, const rlc_train_config *c, int val_only, dist_ctx *d) {
     memset(g, 0, sizeof *g);
     g->cfg = c;
@@ -67,7 +99,12 @@ static void grpo_setup(ppo_trainer *g, const rlc_train_config *c, int val_only, 
     }
     if (val_only && !g->have_val) rlc_die("config: data.val_files is empty: validation needs a JSONL or Parquet file");
     rlc_config_loss_cfg(c, &g->loss_cfg);
-    rlc_config_adv_cfg(c, &g->step_cfg.adv);
+    g->use_gae = !strcmp(c->algorithm.adv_estimator, "gae");
+    if (!g->use_gae) rlc_config_adv_cfg(c, &g->step_cfg.adv);   // (gae runs on the critic's values: rl/gae.h)
+    g->have_critic = !val_only && rlc_config_use_critic(c);
+    if (g->have_critic && g->W > 1)
+        rlc_die("config: a critic (algorithm.adv_estimator=gae or critic.enable=true) runs in one process in this version; "
+                "run without mpirun, or use a critic-free estimator with %d ranks", g->W);
     g->step_cfg.use_kl_in_reward = c->algorithm.use_kl_in_reward;
     g->step_cfg.kl_penalty = rlc_config_kl_penalty(c);
     rlc_config_kl_ctrl(c, &g->kl_ctrl);
@@ -151,11 +188,20 @@ static void grpo_setup(ppo_trainer *g, const rlc_train_config *c, int val_only, 
         decoder_model_init(&g->ref_model, &g->pl, &g->ref_params, &g->be);
     }
     // the roles (W > 1: their sharded state is attached once it exists, in grpo_run_dist)
-    g->actor = (worker){"actor", &g->model, &g->eng, g->d, NULL, 0};
-    g->ref = (worker){"ref", &g->ref_model, &g->eng, g->d, NULL, 0};
+    g->actor = (worker){"actor", &g->model, &g->eng, g->d, NULL, 0, NULL};
+    g->ref = (worker){"ref", &g->ref_model, &g->eng, g->d, NULL, 0, NULL};
+    if (g->have_critic) critic_setup(g, horizon);
 }
 
 static void grpo_teardown(ppo_trainer *g) {
+    if (g->have_critic) {
+        engine_free(&g->critic_eng);
+        decoder_model_free(&g->critic_model);
+        param_set_free(&g->critic_params);
+        param_layout_free(&g->critic_pl);
+        value_head_free(&g->vhead);
+        free(g->critic_head.g); free(g->critic_head.m); free(g->critic_head.v);
+    }
     if (g->rollout) rollout_engine_free(g->rollout);
     if (g->have_fs) fsdp_free(&g->fs);
     if (g->have_ref_fs) fsdp_free(&g->ref_fs);

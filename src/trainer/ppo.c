@@ -11,6 +11,7 @@
 #include "core/common.h"
 #include "core/strbuf.h"
 #include "rl/agg.h"
+#include "rl/value_loss.h"
 #include "trainer/run_state.h"
 
 // ---------------------------------------------------------------------------------------------
@@ -177,6 +178,103 @@ static void actor_minibatch_end(void *user, dist_ctx *d, double grad_norm) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// update_critic: the clipped value loss of a micro-batch (spec verl-ppo.md §1.5), reduced as verl reduces it
+
+typedef struct {
+    double vf_loss_mb;                         // this mini-batch's sum over its micro-batches
+    double s_vf_loss, s_grad_norm;             // sums over mini-batches
+    double s_clipfrac, s_vpred;                // sums over micro-batches
+    int64_t n_micro, n_mini;
+} critic_metrics;
+
+typedef struct {
+    const ppo_trainer *g;
+    const step_batch *sb;
+    critic_metrics *cm;
+} critic_ctx;
+
+static double critic_loss(void *user, const int *rows, double G, const engine_micro *mb) {
+    critic_ctx *cc = user;
+    const step_batch *sb = cc->sb;
+    const __typeof__(cc->g->cfg->critic) *k = &cc->g->cfg->critic;
+    int nb = mb->n_seqs;
+    int64_t Tm = 1;
+    for (int s = 0; s < nb; s++)
+        if (sb->rlen[rows[s]] > Tm) Tm = sb->rlen[rows[s]];
+    size_t n = (size_t)nb * (size_t)Tm;
+    float *vp = rlc_calloc(n, sizeof(float)), *vo = rlc_calloc(n, sizeof(float)), *ret = rlc_calloc(n, sizeof(float));
+    float *mask = rlc_calloc(n, sizeof(float)), *dv = rlc_calloc(n, sizeof(float));
+    for (int s = 0; s < nb; s++) {
+        int i = rows[s];
+        int64_t base = mb->cu_seqlens[s] + sb->plen[i] - 1;   // the value of response token k sits before it
+        for (int64_t k2 = 0; k2 < sb->rlen[i]; k2++) {
+            size_t o = (size_t)s * Tm + k2, go = (size_t)i * sb->Tr + k2;
+            vp[o] = mb->logp[base + k2];
+            vo[o] = sb->values[go];
+            ret[o] = sb->returns[go];
+            mask[o] = sb->mask[go];
+        }
+    }
+    rl_agg_mode agg;
+    if (rl_agg_mode_parse(k->loss_agg_mode, &agg) != 0) rlc_die("config: critic.loss_agg_mode '%s' is unknown", k->loss_agg_mode);
+    rl_batch_info gbi = {1, mb->global_tokens, G, k->loss_scale_factor};
+    if (!isfinite(gbi.loss_scale_factor)) gbi.loss_scale_factor = 0;   // null: the micro-batch width
+    rl_value_loss_out out;
+    rl_value_loss(&out, dv, vp, vo, ret, mask, nb, Tm, k->cliprange_value, agg, &gbi);
+    for (int s = 0; s < nb; s++) {
+        int i = rows[s];
+        int64_t base = mb->cu_seqlens[s] + sb->plen[i] - 1;
+        for (int64_t k2 = 0; k2 < sb->rlen[i]; k2++) mb->dlogp[base + k2] = dv[(size_t)s * Tm + k2];
+    }
+    cc->cm->vf_loss_mb += out.vf_loss;
+    cc->cm->s_clipfrac += out.vf_clipfrac;
+    cc->cm->s_vpred += out.vpred_mean;
+    cc->cm->n_micro++;
+    free(vp); free(vo); free(ret); free(mask); free(dv);
+    return out.vf_loss;
+}
+
+static void critic_minibatch_end(void *user, dist_ctx *d, double grad_norm) {
+    (void)d;   // the critic runs in one process
+    critic_metrics *cm = ((critic_ctx *)user)->cm;
+    cm->s_vf_loss += cm->vf_loss_mb;
+    cm->vf_loss_mb = 0;
+    cm->s_grad_norm += grad_norm;
+    cm->n_mini++;
+}
+
+// critic/values/*, critic/vf_explained_var (verl compute_data_metrics with use_critic): over the valid tokens,
+// 1 - Var(returns - values) / (Var(returns) + 1e-5) with unbiased variances.
+static void critic_data_metrics(const step_batch *sb, rlc_metrics *m) {
+    const size_t BT = (size_t)sb->B * (size_t)sb->Tr;
+    double n = 0, sv = 0, mx = -INFINITY, mn = INFINITY, sr = 0, sd = 0;
+    for (size_t i = 0; i < BT; i++)
+        if (sb->mask[i] != 0) {
+            double v = sb->values[i];
+            n++;
+            sv += v;
+            if (v > mx) mx = v;
+            if (v < mn) mn = v;
+            sr += sb->returns[i];
+            sd += (double)(sb->returns[i] - sb->values[i]);
+        }
+    if (n == 0) return;
+    double mr = sr / n, md = sd / n, vr = 0, vd = 0;
+    for (size_t i = 0; i < BT; i++)
+        if (sb->mask[i] != 0) {
+            double r = sb->returns[i] - mr, e = (double)(sb->returns[i] - sb->values[i]) - md;
+            vr += r * r;
+            vd += e * e;
+        }
+    vr = n > 1 ? vr / (n - 1) : NAN;
+    vd = n > 1 ? vd / (n - 1) : NAN;
+    rlc_metrics_set(m, "critic/values/mean", sv / n);
+    rlc_metrics_set(m, "critic/values/max", mx);
+    rlc_metrics_set(m, "critic/values/min", mn);
+    rlc_metrics_set(m, "critic/vf_explained_var", 1.0 - vd / (vr + 1e-5));
+}
+
+// ---------------------------------------------------------------------------------------------
 // data metrics (verl compute_data_metrics) and global_seqlen/* (log_seqlen_unbalance, one rank)
 
 // part: the data-parallel ranks' balanced parts of the step batch, NULL: one rank.
@@ -265,7 +363,7 @@ static void console_line(const ppo_trainer *g, const rlc_metrics *m) {
 // ---------------------------------------------------------------------------------------------
 // the phases of one step
 
-enum { T_GEN, T_REWARD, T_OLD, T_REF, T_ADV, T_UPDATE, T_SAVE, T_WEIGHTS, T_STEP, T_N };
+enum { T_GEN, T_REWARD, T_OLD, T_REF, T_VALUES, T_ADV, T_CRITIC, T_UPDATE, T_SAVE, T_WEIGHTS, T_STEP, T_N };
 
 typedef struct {
     step_batch sb;
@@ -351,7 +449,23 @@ static void phase_ref(ppo_trainer *g, step_state *s) {
     s->have[T_REF] = 1;
 }
 
-// adv: token-level scores, in-reward KL (optional), then the advantage estimator over groups of n. (W > 1: every
+// values: the pre-update critic's values at the positions before each response token (no grad).
+static void phase_values(ppo_trainer *g, step_state *s) {
+    if (!g->have_critic) return;
+    const __typeof__(g->cfg->critic) *k = &g->cfg->critic;
+    step_batch *sb = &s->sb;
+    double t = rlc_now();
+    progress_phase(&g->prog, g->global_step + 1, "values");
+    sb->values = rlc_calloc((size_t)sb->B * (size_t)sb->Tr, sizeof(float));
+    worker_mb_cfg mc = {k->use_dynamic_bsz, k->forward_micro_batch_size_per_gpu, k->forward_max_token_len_per_gpu,
+                        "critic.forward_max_token_len_per_gpu"};
+    worker_infer_values(&g->critic, sb, NULL, 0, &mc, sb->values);
+    s->tm[T_VALUES] = rlc_now() - t;
+    s->have[T_VALUES] = 1;
+}
+
+// adv: token-level scores, in-reward KL (optional), then the advantage estimator over groups of n, or GAE over
+// the critic's values. (W > 1: every
 // rank holds the whole batch and computes the same advantages, no communication.)
 static void phase_adv(ppo_trainer *g, step_state *s, rlc_metrics *m) {
     step_batch *sb = &s->sb;
@@ -365,8 +479,13 @@ static void phase_adv(ppo_trainer *g, step_state *s, rlc_metrics *m) {
     int64_t *group = rlc_malloc(sizeof(int64_t) * (size_t)B);
     for (int i = 0; i < B; i++) group[i] = i / sb->n;
     rl_step_metrics sm;
-    rl_step_advantages(sb->scores, sb->rewards, sb->adv, sb->returns, &sm, sb->score, sb->rlen, group, sb->mask, sb->old_lp,
-                       sb->ref_lp, B, sb->Tr, &g->step_cfg, &g->kl_ctrl);
+    if (g->use_gae)
+        rl_step_advantages_gae(sb->scores, sb->rewards, sb->adv, sb->returns, &sm, sb->score, sb->rlen, sb->mask, sb->old_lp,
+                               sb->ref_lp, sb->values, B, sb->Tr, &g->step_cfg, g->cfg->algorithm.gamma, g->cfg->algorithm.lam,
+                               &g->kl_ctrl);
+    else
+        rl_step_advantages(sb->scores, sb->rewards, sb->adv, sb->returns, &sm, sb->score, sb->rlen, group, sb->mask,
+                           sb->old_lp, sb->ref_lp, B, sb->Tr, &g->step_cfg, &g->kl_ctrl);
     free(group);
     if (g->step_cfg.use_kl_in_reward) {
         rlc_metrics_set(m, "actor/reward_kl_penalty", sm.reward_kl_penalty);
@@ -376,13 +495,47 @@ static void phase_adv(ppo_trainer *g, step_state *s, rlc_metrics *m) {
     s->have[T_ADV] = 1;
 }
 
-// update_actor: verl updates the actor once critic_warmup <= global_step (without a critic: from the first step).
+// update_critic: PPO epochs of the value loss over the critic's mini-batches (critic.*), its own AdamW and schedule.
+static void phase_update_critic(ppo_trainer *g, step_state *s, rlc_metrics *m) {
+    if (!g->have_critic) return;
+    const __typeof__(g->cfg->critic) *k = &g->cfg->critic;
+    double t = rlc_now();
+    critic_metrics cm;
+    memset(&cm, 0, sizeof cm);
+    critic_ctx ctx = {g, &s->sb, &cm};
+    worker_loss L = {critic_loss, critic_minibatch_end, &ctx};
+    worker_update_cfg uc = {
+        .mini_seqs = k->ppo_mini_batch_size * s->sb.n, .epochs = k->ppo_epochs, .shuffle = k->shuffle,
+        .seed = k->data_loader_seed, .dynamic = k->use_dynamic_bsz, .micro_seqs = k->ppo_micro_batch_size_per_gpu,
+        .max_tokens = k->ppo_max_token_len_per_gpu, .key = "critic.ppo_max_token_len_per_gpu", .want_entropy = 0,
+        .phase = "update_critic", .prog = &g->prog, .step = g->global_step,
+    };
+    worker_update_result r = worker_update(&g->critic, &s->sb, &uc, &L);
+    // verl: vf_loss and loss summed over a mini-batch's micro-batches, then the mean over mini-batches; clip
+    // fraction and vpred_mean: the mean over all micro-batches; grad_norm: the mean over mini-batches
+    if (cm.n_mini > 0) {
+        rlc_metrics_set(m, "critic/vf_loss", cm.s_vf_loss / (double)cm.n_mini);
+        rlc_metrics_set(m, "critic/loss", cm.s_vf_loss / (double)cm.n_mini);
+        rlc_metrics_set(m, "critic/grad_norm", cm.s_grad_norm / (double)cm.n_mini);
+    }
+    if (cm.n_micro > 0) {
+        rlc_metrics_set(m, "critic/vf_clipfrac", cm.s_clipfrac / (double)cm.n_micro);
+        rlc_metrics_set(m, "critic/vpred_mean", cm.s_vpred / (double)cm.n_micro);
+    }
+    rlc_metrics_set(m, "critic/lr", r.lr);
+    if (r.n_nonfinite) rlc_metrics_set(m, "critic/nonfinite_grad_steps", r.n_nonfinite);
+    s->tm[T_CRITIC] = rlc_now() - t;
+    s->have[T_CRITIC] = 1;
+}
+
+// update_actor: verl updates the actor once critic_warmup <= global_steps, its 1-based step (so critic_warmup = k
+// gives k - 1 critic-only steps; 0 and 1 both none).
 // W > 1 then all-gathers the updated shards into the rollout copy of the weights (here rather than in
 // update_weights because save_checkpoint, between the two, writes them).
 static void phase_update_actor(ppo_trainer *g, step_state *s, rlc_metrics *m) {
     const rlc_train_config *c = g->cfg;
     const __typeof__(c->actor_rollout_ref.actor) *ac = &c->actor_rollout_ref.actor;
-    if (c->trainer.critic_warmup > g->global_step) return;
+    if (c->trainer.critic_warmup > g->global_step + 1) return;
     double t = rlc_now();
     rlc_actor_metrics am;
     rlc_actor_metrics_init(&am);
@@ -432,8 +585,8 @@ static void phase_save_and_sync(ppo_trainer *g, step_state *s) {
 
 // timing_s/*, perf/*, memory, rank 0's view of the step's communication, data metrics.
 static void step_metrics(ppo_trainer *g, step_state *s, rlc_metrics *m) {
-    static const char *tnames[T_N] = {"gen", "reward", "old_log_prob", "ref", "adv", "update_actor", "save_checkpoint",
-                                      "update_weights", "step"};
+    static const char *tnames[T_N] = {"gen", "reward", "old_log_prob", "ref", "values", "adv", "update_critic",
+                                      "update_actor", "save_checkpoint", "update_weights", "step"};
     const int W = g->W;
     const char *names[T_N];
     double secs[T_N];
@@ -454,10 +607,11 @@ static void step_metrics(ppo_trainer *g, step_state *s, rlc_metrics *m) {
         rlc_metrics_set(m, "dist/comm_fraction", s->tm[T_STEP] > 0 ? g->d->comm_seconds / s->tm[T_STEP] : 0);
     }
     data_metrics(&s->sb, W > 1 ? &s->part : NULL, m);
+    if (g->have_critic) critic_data_metrics(&s->sb, m);
 }
 
-// One training step in verl's order: gen -> reward -> old_log_prob -> ref -> adv -> update_actor ->
-// save_checkpoint -> update_weights (the "step" timer); testing follows outside it (the caller).
+// One training step in verl's order: gen -> reward -> old_log_prob -> ref -> values -> adv -> update_critic ->
+// update_actor -> save_checkpoint -> update_weights (the "step" timer); testing follows outside it (the caller).
 void ppo_train_step(ppo_trainer *g, const int64_t *rows, rlc_metrics *m) {
     step_state s;
     memset(&s, 0, sizeof s);
@@ -466,7 +620,9 @@ void ppo_train_step(ppo_trainer *g, const int64_t *rows, rlc_metrics *m) {
     phase_reward(g, &s);
     phase_old_log_prob(g, &s, m);
     phase_ref(g, &s);
+    phase_values(g, &s);
     phase_adv(g, &s, m);
+    phase_update_critic(g, &s, m);
     phase_update_actor(g, &s, m);
     phase_save_and_sync(g, &s);
     s.tm[T_STEP] = rlc_now() - t_step0;

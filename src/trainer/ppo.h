@@ -1,6 +1,7 @@
 // ppo.h: the trainer's state shared by its role files (the driver grpo.c, the step ppo.c, validate.c,
 // run_state.c). One step is verl's RayPPOTrainer.fit() body, one function per phase:
-// gen -> reward -> old_log_prob -> ref -> adv -> update_actor -> save_checkpoint -> update_weights.
+// gen -> reward -> old_log_prob -> ref -> values -> adv -> update_critic -> update_actor -> save_checkpoint ->
+// update_weights (values and update_critic with a critic).
 // Everything the step computes is a pure function of (config, weights, step), so a resumed run repeats an
 // uninterrupted one bit for bit. Semantics: shared/spec/verl-grpo.md; differences: docs/grpo.md.
 #pragma once
@@ -11,6 +12,7 @@
 #include "dist/dist.h"
 #include "dist/fsdp.h"
 #include "model/decoder.h"
+#include "model/value_head.h"
 #include "reward/reward.h"
 #include "rl/policy_loss.h"
 #include "rl/rl_step.h"
@@ -36,7 +38,17 @@ typedef struct {
     decoder_model model, ref_model;
     int have_ref;
     engine eng;                   // the actor's engine (the reference borrows its buffers)
-    worker actor, ref;            // the roles (ref: when have_ref)
+    worker actor, ref, critic;    // the roles (ref: when have_ref; critic: when have_critic)
+    // the critic (verl's value model, spec verl-ppo.md §1): its own decoder, head, engine and AdamW
+    int have_critic;
+    int use_gae;                  // algorithm.adv_estimator=gae: advantages from the critic's values
+    model_config critic_mcfg;
+    param_layout critic_pl;
+    param_set critic_params;
+    decoder_model critic_model;
+    engine critic_eng;
+    value_head vhead;             // score.weight, score.bias
+    worker_head critic_head;      // vhead's data + its gradient and AdamW moments
     rollout_engine *rollout;
     rlc_reward_fn reward;
     rl_loss_cfg loss_cfg;

@@ -15,6 +15,9 @@
 #include "core/common.h"
 #include "core/strbuf.h"
 #include "io/checkpoint.h"
+#include "io/safetensors.h"
+
+#include <cjson/cJSON.h>
 
 static const char *TRAINER_STATE_MAGIC = "RLCGRPO\x01";
 enum { TRAINER_STATE_VERSION = 1 };
@@ -42,6 +45,167 @@ static void rm_rf(const char *path) {
     } else {
         unlink(path);
     }
+}
+
+// ---- the critic's checkpoint ----
+
+static const char *VHEAD_OPT_MAGIC = "RLCVHOPT";
+enum { VHEAD_OPT_VERSION = 1 };
+
+// critic/: model.safetensors (the backbone without an untied lm_head, score.weight, score.bias; fp32 so that a
+// resumed run continues bit-identically), config.json as transformers' *ForTokenClassification with num_labels 1.
+static void save_critic(ppo_trainer *g, const char *dir) {
+    const param_layout *pl = &g->critic_pl;
+    const int64_t H = g->vhead.H;
+    rlc_mkdirs(dir);
+    st_write_tensor *wt = rlc_calloc((size_t)pl->n_tensors + 2, sizeof(st_write_tensor));
+    int n = 0;
+    for (int i = 0; i < pl->n_tensors; i++) {
+        const param_tensor *p = &pl->tensors[i];
+        if (!strcmp(p->name, "lm_head.weight")) continue;   // not part of a token-classification model
+        wt[n].name = p->name;
+        wt[n].dtype = ST_F32;
+        wt[n].ndim = p->ndim;
+        for (int k = 0; k < p->ndim; k++) wt[n].shape[k] = p->shape[k];
+        wt[n].f32 = g->critic_params.data + p->offset;
+        n++;
+    }
+    wt[n] = (st_write_tensor){.name = "score.weight", .dtype = ST_F32, .ndim = 2, .shape = {1, H}, .f32 = g->vhead.data};
+    n++;
+    wt[n] = (st_write_tensor){.name = "score.bias", .dtype = ST_F32, .ndim = 1, .shape = {1}, .f32 = g->vhead.data + H};
+    n++;
+    const char *meta[] = {"format", "pt"};
+    char *path = rlc_path_join(dir, "model.safetensors");
+    st_write(path, wt, n, meta, 1);
+    free(path);
+    free(wt);
+    model_config mc = pl->cfg;
+    snprintf(mc.torch_dtype, sizeof mc.torch_dtype, "float32");
+    char *json = model_config_to_json(&mc);
+    cJSON *o = cJSON_Parse(json);
+    CHECK(o, "model_config_to_json produced invalid JSON");
+    cJSON *ar = cJSON_GetObjectItemCaseSensitive(o, "architectures");
+    const char *arch = cJSON_GetStringValue(cJSON_GetArrayItem(ar, 0));
+    char cls[96];
+    const char *suf = arch ? strstr(arch, "ForCausalLM") : NULL;
+    snprintf(cls, sizeof cls, "%.*sForTokenClassification", suf ? (int)(suf - arch) : 5, suf ? arch : "Qwen3");
+    cJSON_ReplaceItemInArray(ar, 0, cJSON_CreateString(cls));
+    cJSON_AddNumberToObject(o, "num_labels", 1);
+    cJSON *id2 = cJSON_AddObjectToObject(o, "id2label");
+    cJSON_AddStringToObject(id2, "0", "LABEL_0");
+    cJSON *l2i = cJSON_AddObjectToObject(o, "label2id");
+    cJSON_AddNumberToObject(l2i, "LABEL_0", 0);
+    cJSON_AddNumberToObject(o, "classifier_dropout", 0.0);
+    char *text = cJSON_Print(o);
+    path = rlc_path_join(dir, "config.json");
+    if (rlc_write_file_atomic(path, text, strlen(text)) != 0) rlc_die("%s: cannot write: %s", path, strerror(errno));
+    free(path);
+    free(text);
+    cJSON_Delete(o);
+    free(json);
+    const char *cp = g->cfg->critic.model.path ? g->cfg->critic.model.path : g->cfg->actor_rollout_ref.model.path;
+    checkpoint_copy_tokenizer(cp, dir);
+    path = rlc_path_join(dir, "optimizer.bin");
+    engine_save_state(&g->critic_eng, path);   // the backbone's moments and the schedule step
+    free(path);
+    // the head's moments: magic, version, n, step, then m (n) and v (n)
+    const int64_t hn = g->critic_head.n;
+    rlc_strbuf b = {0};
+    uint32_t ver = VHEAD_OPT_VERSION, pad = 0;
+    int64_t step = g->critic_eng.opt.step;
+    rlc_sb_append(&b, VHEAD_OPT_MAGIC, 8);
+    rlc_sb_append(&b, (const char *)&ver, 4);
+    rlc_sb_append(&b, (const char *)&pad, 4);
+    rlc_sb_append(&b, (const char *)&hn, 8);
+    rlc_sb_append(&b, (const char *)&step, 8);
+    rlc_sb_append(&b, (const char *)g->critic_head.m, sizeof(float) * (size_t)hn);
+    rlc_sb_append(&b, (const char *)g->critic_head.v, sizeof(float) * (size_t)hn);
+    path = rlc_path_join(dir, "value_head_optimizer.bin");
+    if (rlc_write_file_atomic(path, b.s, b.n) != 0) rlc_die("%s: cannot write: %s", path, strerror(errno));
+    free(path);
+    rlc_sb_free(&b);
+}
+
+// The critic's weights from dir into the loaded layout: every backbone tensor (an untied lm_head is optional:
+// a token-classification model has none), score.* when present (*have_head = 1). Unexpected tensors die.
+static void load_critic_weights(const char *dir, param_set *ps, value_head *vh, int *have_head) {
+    const param_layout *pl = ps->layout;
+    const int64_t H = pl->cfg.hidden_size;
+    st_dir d;
+    st_dir_open(&d, dir);
+    for (int i = 0; i < d.n_tensors; i++) {
+        const char *name = d.entries[i].t->name;
+        if (param_layout_find(pl, name) >= 0 || !strcmp(name, "lm_head.weight") || !strcmp(name, "score.weight") ||
+            !strcmp(name, "score.bias"))
+            continue;
+        rlc_die("%s: tensor '%s' is not a parameter of a %s value model (unexpected tensor)", d.files[d.entries[i].file].path,
+                name, pl->cfg.model_type);
+    }
+    for (int i = 0; i < pl->n_tensors; i++) {
+        const param_tensor *p = &pl->tensors[i];
+        const char *path = NULL;
+        const st_tensor *t = st_dir_find(&d, p->name, &path);
+        if (!t && !strcmp(p->name, "lm_head.weight")) continue;   // unused by the value model: keeps the actor's init
+        if (!t) rlc_die("%s: tensor '%s' is missing from the value model's checkpoint", dir, p->name);
+        int same = t->ndim == p->ndim;
+        for (int k = 0; same && k < p->ndim; k++) same = t->shape[k] == p->shape[k];
+        if (!same) rlc_die("%s: tensor '%s' has the wrong shape for its config.json", path, p->name);
+        st_tensor_to_f32(t, ps->data + p->offset, path);
+    }
+    const char *pw = NULL, *pb = NULL;
+    const st_tensor *tw = st_dir_find(&d, "score.weight", &pw), *tb = st_dir_find(&d, "score.bias", &pb);
+    *have_head = tw != NULL;
+    if (tw || tb) {
+        if (!tw || !tb) rlc_die("%s: the value head needs both score.weight and score.bias", dir);
+        if (!(tw->ndim == 2 && tw->shape[0] == 1 && tw->shape[1] == H) && !(tw->ndim == 1 && tw->shape[0] == H))
+            rlc_die("%s: score.weight must have shape [1, %lld] (num_labels 1)", pw, (long long)H);
+        if (!(tb->ndim == 1 && tb->shape[0] == 1)) rlc_die("%s: score.bias must have shape [1] (num_labels 1)", pb);
+        st_tensor_to_f32(tw, vh->data, pw);
+        st_tensor_to_f32(tb, vh->data + H, pb);
+    }
+    st_dir_close(&d);
+}
+
+void run_state_load_critic_model(ppo_trainer *g, const char *dir) {
+    model_config_load(&g->critic_mcfg, dir);
+    param_layout_init(&g->critic_pl, &g->critic_mcfg);
+    param_set_init(&g->critic_params, &g->critic_pl);
+    // a fresh head first (transformers' init for a missing score.*), replaced by the checkpoint's when it has one
+    value_head_init(&g->vhead, g->critic_mcfg.hidden_size, g->critic_mcfg.initializer_range, g->data_seed);
+    int have_head;
+    load_critic_weights(dir, &g->critic_params, &g->vhead, &have_head);
+    if (!have_head) memset(g->vhead.data + g->vhead.H, 0, sizeof(float));
+}
+
+static void load_critic_state(ppo_trainer *g, const char *dir) {
+    int have_head;
+    load_critic_weights(dir, &g->critic_params, &g->vhead, &have_head);
+    if (!have_head) rlc_die("%s: the critic checkpoint has no score.weight / score.bias", dir);
+    char *opt = rlc_path_join(dir, "optimizer.bin");
+    engine_load_state(&g->critic_eng, opt);
+    free(opt);
+    char *path = rlc_path_join(dir, "value_head_optimizer.bin");
+    size_t len;
+    char *buf = rlc_read_file(path, &len);
+    const int64_t hn = g->critic_head.n;
+    const size_t want = 32 + 2 * sizeof(float) * (size_t)hn;
+    if (len < 32 || memcmp(buf, VHEAD_OPT_MAGIC, 8) != 0) rlc_die("%s: not an rlc value-head optimizer state (bad magic)", path);
+    uint32_t ver;
+    int64_t n, step;
+    memcpy(&ver, buf + 8, 4);
+    memcpy(&n, buf + 16, 8);
+    memcpy(&step, buf + 24, 8);
+    if (ver != VHEAD_OPT_VERSION) rlc_die("%s: value-head optimizer state version %u, this rlc reads %d", path, ver, VHEAD_OPT_VERSION);
+    if (n != hn || len != want)
+        rlc_die("%s: value-head optimizer state for %lld values (%zu bytes), the critic has %lld (%zu bytes expected)", path,
+                (long long)n, len, (long long)hn, want);
+    if (step != g->critic_eng.opt.step)
+        rlc_die("%s: value-head optimizer step %lld differs from the critic's optimizer.bin step %lld", path, (long long)step,
+                (long long)g->critic_eng.opt.step);
+    memcpy(g->critic_head.m, buf + 32, sizeof(float) * (size_t)hn);
+    memcpy(g->critic_head.v, buf + 32 + sizeof(float) * (size_t)hn, sizeof(float) * (size_t)hn);
+    free(buf);
+    free(path);
 }
 
 typedef struct {
@@ -79,6 +243,11 @@ void run_state_save(ppo_trainer *g) {
     char *opt = rlc_path_join(actor, "optimizer.bin");
     if (g->W > 1) fsdp_save_optimizer(&g->fs, opt, g->eng.sched.step);   // full-layout m/v: any W resumes it
     else engine_save_state(&g->eng, opt);
+    if (g->have_critic) {
+        char *cdir = rlc_path_join(tmp, "critic");
+        save_critic(g, cdir);
+        free(cdir);
+    }
     trainer_state ts;
     memset(&ts, 0, sizeof ts);
     memcpy(ts.magic, TRAINER_STATE_MAGIC, 8);
@@ -184,6 +353,14 @@ void run_state_load(ppo_trainer *g, const char *dir) {
     char *opt = rlc_path_join(actor, "optimizer.bin");
     if (g->W > 1) { free(g->resume_opt); g->resume_opt = rlc_strdup(opt); }   // loaded into the shards later
     else engine_load_state(&g->eng, opt);
+    if (g->have_critic) {
+        char *cdir = rlc_path_join(dir, "critic");
+        if (!rlc_file_exists(cdir))
+            rlc_die("%s: no critic/ in this checkpoint, but the config trains a critic (algorithm.adv_estimator=gae or "
+                    "critic.enable=true)", dir);
+        load_critic_state(g, cdir);
+        free(cdir);
+    }
     g->global_step = ts.global_step;
     g->epoch = ts.epoch;
     g->batch_in_epoch = ts.batch_in_epoch;

@@ -1,6 +1,9 @@
 // run_state.h: the trainer's checkpoints and resume (verl's _save_checkpoint / _load_checkpoint): a complete
 // <run_dir>/global_step_N/ holds actor/ (HF weights in fp32, the tokenizer, optimizer.bin) and trainer_state.bin
-// (step, data-loader position, KL controller, data seed); it appears under its final name only once complete.
+// (step, data-loader position, KL controller, data seed), and with a critic critic/ (a transformers
+// token-classification checkpoint: the backbone's tensors, score.weight (1, H), score.bias (1), config.json with
+// *ForTokenClassification and num_labels 1; optimizer.bin and value_head_optimizer.bin); it appears under its final
+// name only once complete.
 // latest_checkpointed_iteration.txt names the newest; trainer.max_actor_ckpt_to_keep prunes older ones.
 #pragma once
 #include <stdint.h>
@@ -20,3 +23,8 @@ void run_state_load(ppo_trainer *g, const char *dir);
 // Keep only the metrics lines of steps <= last (a crash after logging a step that was never checkpointed would
 // otherwise repeat it on resume); last = -1 empties the log.
 void run_state_truncate_metrics(const ppo_trainer *g, int64_t last);
+
+// The critic's model from dir: config.json, the backbone (the untied lm_head, which a token-classification model
+// lacks, is optional and unused) and score.weight / score.bias when present, else a fresh head (N(0,
+// initializer_range), bias 0, seeded by the data seed). Fills g->critic_mcfg, critic_pl, critic_params, vhead.
+void run_state_load_critic_model(ppo_trainer *g, const char *dir);

@@ -6,6 +6,7 @@
 
 #include "core/common.h"
 #include "core/rng.h"
+#include "model/value_head.h"
 #include "trainer/config.h"
 
 // 1-token padding pass of a rank with fewer micro-batches than another: nothing scored.
@@ -100,6 +101,99 @@ void worker_infer_logprobs(worker *w, const step_batch *sb, const int *sel, int 
     free(o.lp); free(o.ent); free(rows);
 }
 
+// The decoder batch of an engine batch, positions in pos (T).
+static decoder_batch decoder_batch_of(const engine_batch *b, int32_t *pos) {
+    decoder_batch qb;
+    memset(&qb, 0, sizeof qb);
+    qb.T = b->cu_seqlens[b->n_seqs];
+    qb.n_seqs = b->n_seqs;
+    qb.tokens = b->tokens;
+    qb.cu_seqlens = b->cu_seqlens;
+    qb.pos = pos;
+    decoder_batch_positions(&qb);
+    return qb;
+}
+
+typedef struct {
+    const worker_head *head;
+    float *values;     // (T of the packed rows)
+} values_out;
+
+static void infer_values(void *user, engine *e, const engine_batch *b, int64_t tok_off) {
+    values_out *o = user;
+    const int64_t T = b->cu_seqlens[b->n_seqs], H = e->model->cfg->hidden_size;
+    int32_t *pos = rlc_malloc(sizeof(int32_t) * (size_t)T);
+    float *hidden = rlc_malloc(sizeof(float) * (size_t)(T * H));   // (T, H)
+    decoder_batch qb = decoder_batch_of(b, pos);
+    decoder_forward(e->model, NULL, &qb, hidden);
+    value_head_forward(o->values + tok_off, hidden, o->head->p, T, H);
+    free(pos);
+    free(hidden);
+}
+
+void worker_infer_values(worker *w, const step_batch *sb, const int *sel, int nsel, const worker_mb_cfg *mc,
+                         float *values_padded) {
+    CHECK(w->head, "worker %s has no value head", w->name);
+    int n = sel ? nsel : sb->B;
+    int *rows = rlc_malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
+    for (int i = 0; i < n; i++) rows[i] = sel ? sel[i] : i;
+    int64_t T = 0;
+    for (int s = 0; s < n; s++) T += sb->cu[rows[s] + 1] - sb->cu[rows[s]];
+    values_out o = {w->head, rlc_malloc(sizeof(float) * (size_t)(T > 0 ? T : 1))};
+    packed_rows p;
+    worker_infer(w, sb, rows, n, mc, &p, infer_values, &o);
+    for (int s = 0; s < n; s++) {   // verl: values[o-R-1 : o-1], the position before each response token
+        int i = rows[s];
+        int64_t base = p.cu[s] + sb->plen[i] - 1;
+        for (int64_t k = 0; k < sb->Tr; k++) values_padded[(size_t)i * sb->Tr + k] = k < sb->rlen[i] ? o.values[base + k] : 0.0f;
+    }
+    packed_rows_free(&p);
+    free(o.values); free(rows);
+}
+
+// A value worker's forward + loss + backward of one micro-batch: decoder -> value head -> the loss's d/d value ->
+// the head's backward -> decoder_backward_hidden, accumulating into the engine's gradient and the head's.
+static void value_forward_backward(worker *w, const engine_batch *b, engine_loss_fn fn, void *user, double global_tokens) {
+    engine *e = w->eng;
+    const int64_t T = b->cu_seqlens[b->n_seqs], H = e->model->cfg->hidden_size;
+    engine_reserve(e, T);   // saved activations and the per-token buffers for T tokens
+    float *hidden = rlc_malloc(sizeof(float) * (size_t)(T * H)), *dhid = rlc_calloc((size_t)(T * H), sizeof(float));
+    decoder_batch qb = decoder_batch_of(b, e->pos);
+    decoder_forward(e->model, e->acts, &qb, hidden);
+    value_head_forward(e->logp, hidden, w->head->p, T, H);
+    memset(e->dlogp, 0, sizeof(float) * (size_t)T);
+    engine_micro m = {
+        .index = 0, .count = 1, .seq_begin = 0, .n_seqs = b->n_seqs, .tok_begin = 0, .T = T,
+        .cu_seqlens = b->cu_seqlens, .tokens = b->tokens, .targets = b->targets, .loss_mask = b->loss_mask,
+        .logp = e->logp, .entropy = NULL, .dlogp = e->dlogp, .dentropy = NULL,
+        .global_tokens = global_tokens > 0 ? global_tokens : engine_batch_tokens(b), .global_seqs = b->n_seqs,
+    };
+    fn(user, &m);
+    value_head_backward(dhid, w->head->g, e->dlogp, hidden, w->head->p, T, H);
+    decoder_backward_hidden(e->model, e->acts, &qb, dhid, &e->grads);
+    free(hidden);
+    free(dhid);
+}
+
+// One process's optimizer step of a value worker: one clip norm over the decoder's and the head's gradients,
+// then AdamW on both with the same step number.
+static engine_opt_result value_optimizer_step(worker *w) {
+    engine *e = w->eng;
+    worker_head *h = w->head;
+    const int64_t n = e->grads.layout->numel;
+    clip_result c = grad_clip_finish(grad_sumsq(e->grads.data, n) + grad_sumsq(h->g, h->n), e->cfg.clip_grad);
+    engine_opt_result r = {c.norm, c.finite, lr_schedule_current(&e->sched)};
+    if (c.finite) {
+        adamw_step_clipped(&e->opt, e->model->params, &e->grads, r.lr, &c);
+        adamw_update_scaled(h->p, h->g, h->m, h->v, h->n, &e->opt.h, r.lr, e->opt.step, (float)c.coef);
+    } else {
+        grad_clip_apply(e->grads.data, n, &c);
+        grad_clip_apply(h->g, h->n, &c);
+        rlc_warn("%s grad_norm is not finite (%g): optimizer step skipped, gradients zeroed", w->name, c.norm);
+    }
+    return r;
+}
+
 void worker_epoch_order(int *order, int B, int shuffle, int64_t seed, int64_t step, int64_t ep) {
     for (int i = 0; i < B; i++) order[i] = i;
     if (!shuffle) return;
@@ -129,6 +223,7 @@ worker_update_result worker_update(worker *w, const step_batch *sb, const worker
     const int W = w->d ? w->d->world : 1, R = w->d ? w->d->rank : 0;
     fsdp_state *fs = w->d ? w->fs : NULL;
     CHECK(W == 1 || fs, "worker %s: %d ranks without sharded state", w->name, W);
+    CHECK(!w->head || !fs, "worker %s: a value head under data parallelism", w->name);
     int B = sb->B;
     int mini_seqs = (int)(uc->mini_seqs < B ? uc->mini_seqs : B);
     int n_mini = B / mini_seqs, nl = mini_seqs / W;
@@ -176,13 +271,15 @@ worker_update_result worker_update(worker *w, const step_batch *sb, const worker
                 dist_allreduce_i64(w->d, &K, 1, DIST_MAX, "all-reduce of the micro-batch count");
             }
             if (!fs) engine_zero_grad(w->eng);   // (sharded: fsdp_optimizer_step consumed the last grad shard)
+            if (w->head) memset(w->head->g, 0, sizeof(float) * (size_t)w->head->n);
             for (int64_t i = 0; i < K; i++) {
                 engine_fb_stats st;
                 if (fs) fsdp_begin_pass(fs, i + 1 < K);
                 if (i < nmb) {
                     engine_batch mb = micro_of(&p, starts[i], starts[i + 1], cu_mb);
                     loss_adapter a = {L, mine + starts[i], (double)mini_seqs};
-                    engine_forward_backward(w->eng, &mb, &whole, uc->want_entropy, adapter_fn, &a, N > 0 ? N : -1, &st);
+                    if (w->head) value_forward_backward(w, &mb, adapter_fn, &a, N > 0 ? N : -1);
+                    else engine_forward_backward(w->eng, &mb, &whole, uc->want_entropy, adapter_fn, &a, N > 0 ? N : -1, &st);
                 } else {
                     engine_batch mb = {1, dummy_cu, &dummy_tok, &dummy_tgt, &dummy_mask};
                     engine_forward_backward(w->eng, &mb, &whole, uc->want_entropy, zero_loss_fn, NULL, N > 0 ? N : 1, &st);
@@ -196,7 +293,7 @@ worker_update_result worker_update(worker *w, const step_batch *sb, const worker
                 norm = cr.norm;
                 finite = cr.finite;
             } else {
-                engine_opt_result r = engine_optimizer_step(w->eng);
+                engine_opt_result r = w->head ? value_optimizer_step(w) : engine_optimizer_step(w->eng);
                 norm = r.grad_norm;
                 finite = r.finite;
             }

@@ -15,6 +15,13 @@
 #include "trainer/progress.h"
 #include "trainer/step_batch.h"
 
+// The scalar head of a value worker (the critic's Linear(hidden, 1), model/value_head.h): weights, gradient and
+// AdamW moments, stepped with the decoder's under one global clip norm (the engine's hyperparameters and step).
+typedef struct {
+    float *p, *g, *m, *v;      // (n)
+    int64_t n;                 // H + 1
+} worker_head;
+
 typedef struct {
     const char *name;          // "actor", "ref", "critic"
     decoder_model *model;      // not owned: the model the passes run
@@ -24,6 +31,8 @@ typedef struct {
     fsdp_state *fs;            // not owned; NULL: one process. W > 1: the sharded weights (+ grads and moments)
     int infer_sharded;         // W > 1: 1 = inference gathers the blocks from fs; 0 = model holds full weights (the
                                // actor's rollout copy), so inference runs on this rank's rows with no collectives
+    worker_head *head;         // NULL: a log-prob worker (actor, reference); else a value worker (the critic), whose
+                               // passes produce one value per token and take d loss / d value (one process only)
 } worker;
 
 // verl's micro-batching of an inference pass: use_dynamic_bsz (balanced token-budget parts), else
@@ -39,6 +48,11 @@ typedef struct {
 // padded layout (B, Tr); only those rows are written.
 void worker_infer_logprobs(worker *w, const step_batch *sb, const int *sel, int nsel, const worker_mb_cfg *mc,
                            float *lp_padded, float *ent_padded);
+
+// A value worker's values (the head over the final-normed hidden states) at the same positions as the log-probs
+// (the token before each response token), in the padded layout (B, Tr); only the rows sel (NULL: all) are written.
+void worker_infer_values(worker *w, const step_batch *sb, const int *sel, int nsel, const worker_mb_cfg *mc,
+                         float *values_padded);
 
 // The generic inference loop: rows (n) are reordered in place into micro-batch order and packed into p; fn runs
 // once per micro-batch (b: that micro-batch, tok_off: its first token in p) and writes its outputs.
@@ -62,7 +76,8 @@ typedef struct {
 } worker_update_cfg;
 
 // The role's loss: fills mb->dlogp / mb->dentropy for a micro-batch whose sequences are the step rows rows[0..
-// mb->n_seqs) and returns its share of the loss; G = sequences in the global mini-batch. minibatch_end: after each
+// mb->n_seqs) and returns its share of the loss (a value worker: mb->logp holds the values and mb->dlogp takes
+// d loss / d value); G = sequences in the global mini-batch. minibatch_end: after each
 // optimizer step, with its pre-clip norm; d != NULL: reduce the micro-batch metrics over the ranks first.
 typedef struct {
     double (*loss)(void *user, const int *rows, double G, const engine_micro *mb);
