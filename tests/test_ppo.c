@@ -3,6 +3,12 @@
 // value loss and its gradient (clipping on both sides, exact bounds, the v == V_old tie, every aggregation mode with
 // global batch info), the value head forward/backward (fast vs _ref vs torch), and the value head on the decoder:
 // values and the gradients of every decoder tensor through decoder_backward_hidden against qwen3_ref.py in float64.
+// End to end (`rlc train` with algorithm.adv_estimator=gae on a tiny random Qwen3, as tests/test_grpo.c):
+//   - one full PPO step (critic and actor, KL in the reward and as a loss) equals a PyTorch oracle of the same step
+//     (tests/py/ppo_step_ref.py): both models' updated weights, the losses, grad norms and metrics, and the critic
+//     checkpoint read on the torch side with token-classification names;
+//   - micro-batch invariance of the critic update; 4 steps = 2 steps + resume + 2 steps with a critic, bitwise;
+//   - gae with critic.enable=false is a one-line error.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +21,10 @@
 #include "model/value_head.h"
 #include "rl/gae.h"
 #include "rl/value_loss.h"
+#include "io/safetensors.h"
 #include "testlib.h"
+
+#include <cjson/cJSON.h>
 
 static const char *g_dir;
 
@@ -226,6 +235,235 @@ static void test_critic_decoder(const char *tag, const char *config_json) {
     free(cfgp); free(mdir); free(dir);
 }
 
+// ---------------------------------------------------------------------------------------------------
+// end to end
+
+static char *F;          // fixture: tok/, m/ (initial model), critic/ (initial value model), train.jsonl, val.jsonl, base.yaml
+static const char *RLC;
+
+static int make_fixture(void) {
+    F = tl_tmpdir("ppo");
+    int rc = tl_system("%s gen-task --out %s/sft.jsonl --n 200 --seed 1 --format sft >/dev/null && "
+                       "%s gen-task --out %s/train.jsonl --n 4 --seed 2 >/dev/null && "
+                       "%s gen-task --out %s/val.jsonl --n 2 --seed 3 >/dev/null && "
+                       "%s train-tokenizer --data %s/sft.jsonl --fields prompt,response --out %s/tok --vocab-size 300 >/dev/null",
+                       RLC, F, RLC, F, RLC, F, RLC, F, F);
+    if (rc != 0) return 0;
+    char *cj = rlc_path_join(F, "config.json");
+    const char *cfg =
+        "{\"architectures\": [\"Qwen3ForCausalLM\"], \"model_type\": \"qwen3\", \"vocab_size\": 320, \"hidden_size\": 32,\n"
+        " \"intermediate_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 2,\n"
+        " \"head_dim\": 8, \"max_position_embeddings\": 512, \"rms_norm_eps\": 1e-06, \"rope_theta\": 10000,\n"
+        " \"tie_word_embeddings\": true, \"bos_token_id\": null, \"eos_token_id\": 302, \"hidden_act\": \"silu\",\n"
+        " \"attention_bias\": false, \"attention_dropout\": 0.0, \"use_sliding_window\": false, \"sliding_window\": null,\n"
+        " \"max_window_layers\": 2, \"initializer_range\": 0.5, \"torch_dtype\": \"float32\"}\n";
+    CHECK(rlc_write_file_atomic(cj, cfg, strlen(cfg)) == 0, "write %s", cj);
+    rc = tl_system("%s init --config %s --out %s/m --seed 3 --dtype f32 --tokenizer %s/tok >/dev/null", RLC, cj, F, F);
+    free(cj);
+    if (rc != 0) return 0;
+    char yaml[4096];
+    snprintf(yaml, sizeof yaml,
+             "data:\n  train_files: %s/train.jsonl\n  val_files: %s/val.jsonl\n  train_batch_size: 2\n"
+             "  max_prompt_length: 256\n  max_response_length: 24\n  seed: 1\n"
+             "actor_rollout_ref:\n  model: {path: %s/m}\n  actor:\n    optim: {lr: 5.0e-3}\n"
+             "    ppo_mini_batch_size: 1\n    ppo_micro_batch_size_per_gpu: 2\n    use_kl_loss: true\n"
+             "    kl_loss_coef: 0.1\n    entropy_coeff: 0.01\n"
+             "  rollout:\n    n: 4\n    temperature: 0.8\n"
+             "algorithm: {adv_estimator: gae, gamma: 0.99, lam: 0.95, use_kl_in_reward: true, kl_ctrl: {kl_coef: 0.05}}\n"
+             "critic:\n  ppo_mini_batch_size: 1\n  ppo_micro_batch_size_per_gpu: 2\n  optim: {lr: 5.0e-3}\n"
+             "custom_reward_function: {command: /usr/bin/python3 tests/py/grpo_reward.py}\n"
+             "trainer:\n  total_epochs: 2\n  test_freq: -1\n  save_freq: 2\n  val_before_train: false\n  n_threads: 1\n",
+             F, F, F);
+    char *yp = rlc_path_join(F, "base.yaml");
+    CHECK(rlc_write_file_atomic(yp, yaml, strlen(yaml)) == 0, "write %s", yp);
+    free(yp);
+    return 1;
+}
+
+static int train(const char *env, const char *run, const char *overrides) {
+    return tl_system("%s %s train %s/base.yaml trainer.default_local_dir=%s/%s %s > %s/%s.log 2>&1", env ? env : "", RLC, F, F,
+                     run, overrides, F, run);
+}
+
+// Every tensor of F/<rel> (a safetensors file) as fp32, in header order, or NULL.
+static float *st_all(const char *rel, int64_t *n) {
+    char *p = rlc_path_join(F, rel);
+    if (!rlc_file_exists(p)) { free(p); return NULL; }
+    st_file f;
+    st_file_open(&f, p);
+    int64_t tot = 0;
+    for (int i = 0; i < f.n_tensors; i++) tot += f.tensors[i].numel;
+    float *x = rlc_malloc(sizeof(float) * (size_t)(tot ? tot : 1));
+    int64_t off = 0;
+    for (int i = 0; i < f.n_tensors; i++) { st_tensor_to_f32(&f.tensors[i], x + off, p); off += f.tensors[i].numel; }
+    st_file_close(&f);
+    free(p);
+    *n = tot;
+    return x;
+}
+
+static cJSON *metrics(const char *run) {
+    char *p = rlc_path_join(F, run);
+    char *q = rlc_path_join(p, "metrics.jsonl");
+    free(p);
+    if (!rlc_file_exists(q)) { free(q); return NULL; }
+    char *s = rlc_read_file(q, NULL);
+    free(q);
+    cJSON *arr = cJSON_CreateArray();
+    for (char *line = strtok(s, "\n"); line; line = strtok(NULL, "\n")) {
+        cJSON *o = cJSON_Parse(line);
+        if (o) cJSON_AddItemToArray(arr, o);
+    }
+    free(s);
+    return arr;
+}
+
+static double mval(cJSON *arr, int line, const char *key) {
+    cJSON *o = cJSON_GetArrayItem(arr, line);
+    cJSON *v = o ? cJSON_GetObjectItem(o, key) : NULL;
+    return v && cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
+static void test_ppo_oracle(void) {
+    int rc = tl_system("mkdir -p %s/oracle && /usr/bin/python3 tests/py/ppo_step_ref.py make_critic %s/m %s/critic", F, F, F);
+    TL_CHECK(rc == 0, "ppo_step_ref.py make_critic exit %d", rc);
+    if (rc != 0) return;
+    char env[512];
+    snprintf(env, sizeof env, "RLC_GRPO_DUMP=%s/oracle", F);
+    char ov[1024];
+    snprintf(ov, sizeof ov, "trainer.total_training_steps=1 trainer.save_freq=1 critic.model.path=%s/critic", F);
+    rc = train(env, "oracle/run", ov);
+    TL_CHECK(rc == 0, "rlc train (1 PPO step with a critic) exits 0 (rc %d; see %s/oracle/run.log)", rc, F);
+    if (rc != 0) return;
+    const char *plan =
+        "{\"temperature\": 0.8, \"lr\": 5e-3, \"critic_lr\": 5e-3, \"beta1\": 0.9, \"beta2\": 0.999, \"eps\": 1e-8,"
+        " \"weight_decay\": 0.01, \"clip_grad\": 1.0, \"critic_clip_grad\": 1.0, \"clip_ratio\": 0.2, \"clip_ratio_c\": 3.0,"
+        " \"entropy_coeff\": 0.01, \"kl_loss_coef\": 0.1, \"kl_coef\": 0.05, \"gamma\": 0.99, \"lam\": 0.95,"
+        " \"cliprange_value\": 0.5, \"ppo_mini_batch_size\": 1, \"micro_batch_size\": 2, \"critic_mini\": 1,"
+        " \"critic_micro\": 2}";
+    char *pp = rlc_path_join(F, "oracle/plan.json");
+    CHECK(rlc_write_file_atomic(pp, plan, strlen(plan)) == 0, "write plan");
+    free(pp);
+    rc = tl_system("rm -rf %s/oracle/model %s/oracle/critic && cp -r %s/m %s/oracle/model && cp -r %s/critic %s/oracle/critic && "
+                   "/usr/bin/python3 tests/py/ppo_step_ref.py %s/oracle", F, F, F, F, F, F, F);
+    TL_CHECK(rc == 0, "the PyTorch PPO oracle ran (exit %d)", rc);
+    char *rp = rlc_path_join(F, "oracle/ref.json");
+    cJSON *ref = NULL;
+    if (rc == 0 && rlc_file_exists(rp)) { char *t = rlc_read_file(rp, NULL); ref = cJSON_Parse(t); free(t); }
+    free(rp);
+    cJSON *m = metrics("oracle/run");
+    if (!ref || !m) { cJSON_Delete(ref); cJSON_Delete(m); TL_CHECK(0, "oracle output and metrics"); return; }
+    static const char *keys[] = {"critic/vf_loss", "critic/grad_norm", "critic/vpred_mean", "critic/values/mean",
+                                 "critic/returns/mean", "actor/pg_loss", "actor/grad_norm"};
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+        double got = mval(m, 0, keys[k]), want = cJSON_GetObjectItem(ref, keys[k])->valuedouble;
+        printf("  %-22s rlc %.9g  torch %.9g\n", keys[k], got, want);
+        // fp32 on both sides with different summation orders (~1e-6 relative); the bar is 1e-4. pg_loss
+        // of whitened advantages at ratio 1 is a cancellation near 0: compared against the scale 1e-3.
+        double scale = fabs(want) > 1e-3 ? fabs(want) : 1e-3;
+        TL_CHECK(fabs(got - want) <= 1e-4 * scale, "%s: rlc %.9g vs torch %.9g", keys[k], got, want);
+    }
+    double cf = mval(m, 0, "critic/vf_clipfrac"), cft = cJSON_GetObjectItem(ref, "critic/vf_clipfrac")->valuedouble;
+    // a count fraction: equal counts; torch's masked_mean divides in fp32, rlc's in double (1e-7 relative)
+    TL_CHECK(fabs(cf - cft) <= 1e-6 * fabs(cft), "critic/vf_clipfrac: rlc %.9g vs torch %.9g (a count fraction)", cf, cft);
+    const char *arch = cJSON_GetStringValue(cJSON_GetObjectItem(ref, "critic_arch"));
+    TL_CHECK(arch && !strcmp(arch, "Qwen3ForTokenClassification"), "critic config.json architectures: %s", arch ? arch : "?");
+    TL_CHECK(cJSON_GetObjectItem(ref, "critic_num_labels")->valueint == 1, "critic config.json num_labels 1");
+    TL_CHECK(cJSON_IsTrue(cJSON_GetObjectItem(ref, "critic_names_match")),
+             "critic checkpoint tensors have the token-classification names (model.*, score.weight, score.bias)");
+    char *shp = cJSON_PrintUnformatted(cJSON_GetObjectItem(ref, "critic_score_shapes"));
+    TL_CHECK(!strcmp(shp, "[[1,32],[1]]"), "score.weight [1, H], score.bias [1]: %s", shp);
+    free(shp);
+    double cw = cJSON_GetObjectItem(ref, "critic_weights_rel")->valuedouble, cu = cJSON_GetObjectItem(ref, "critic_update_rel")->valuedouble;
+    double aw = cJSON_GetObjectItem(ref, "actor_weights_rel")->valuedouble;
+    printf("  weights vs torch: critic %.3g (its update %.3g), actor %.3g\n", cw, cu, aw);
+    // two AdamW steps per model (one per mini-batch) on fp32 gradients: the bar is 1e-4
+    TL_CHECK(cw <= 1e-4, "critic weights after one PPO step vs torch: rel err %.3g", cw);
+    TL_CHECK(aw <= 1e-4, "actor weights after one PPO step vs torch: rel err %.3g", aw);
+    cJSON_Delete(ref);
+    cJSON_Delete(m);
+}
+
+// The critic's update does not depend on its micro-batching: 1 x 8, 4 x 2 and balanced dynamic batches.
+static void test_critic_microbatch_invariance(void) {
+    const char *runs[3] = {"mb8", "mb2", "mbdyn"};
+    const char *ov[3] = {"critic.ppo_mini_batch_size=2 critic.ppo_micro_batch_size_per_gpu=8",
+                         "critic.ppo_mini_batch_size=2 critic.ppo_micro_batch_size_per_gpu=2",
+                         "critic.ppo_mini_batch_size=2 critic.use_dynamic_bsz=true critic.ppo_max_token_len_per_gpu=400"};
+    float *w[3] = {NULL, NULL, NULL};
+    double vf[3] = {0, 0, 0};
+    int64_t n = 0;
+    for (int k = 0; k < 3; k++) {
+        char o[512];
+        snprintf(o, sizeof o, "trainer.total_training_steps=1 trainer.save_freq=1 %s", ov[k]);
+        int rc = train(NULL, runs[k], o);
+        TL_CHECK(rc == 0, "rlc train %s exits 0 (rc %d)", runs[k], rc);
+        char rel[128];
+        snprintf(rel, sizeof rel, "%s/global_step_1/critic/model.safetensors", runs[k]);
+        w[k] = st_all(rel, &n);
+        cJSON *m = metrics(runs[k]);
+        vf[k] = m ? mval(m, 0, "critic/vf_loss") : NAN;
+        cJSON_Delete(m);
+    }
+    if (w[0] && w[1] && w[2]) {
+        // one AdamW step on gradients summed in different orders: fp32 noise, 1e-5 of the weights
+        tl_check_close("critic weights: 4 micro-batches of 2 vs 1 of 8", w[1], w[0], n, 1e-5);
+        tl_check_close("critic weights: dynamic batches vs 1 of 8", w[2], w[0], n, 1e-5);
+        TL_CHECK(fabs(vf[1] - vf[0]) <= 1e-5 * fabs(vf[0]) && fabs(vf[2] - vf[0]) <= 1e-5 * fabs(vf[0]),
+                 "critic/vf_loss invariant to micro-batching: %.9g %.9g %.9g", vf[0], vf[1], vf[2]);
+    }
+    for (int k = 0; k < 3; k++) free(w[k]);
+}
+
+// 4 steps straight = 2 steps, then a resumed run to 4 (an epoch boundary in between): bitwise the same weights of
+// both models, optimizer states and metrics.
+static void test_resume(void) {
+    int rc = train(NULL, "straight", "trainer.total_training_steps=4");
+    TL_CHECK(rc == 0, "4 PPO steps (rc %d)", rc);
+    rc = train(NULL, "resumed", "trainer.total_training_steps=2");
+    TL_CHECK(rc == 0, "2 PPO steps (rc %d)", rc);
+    rc = train(NULL, "resumed", "trainer.total_training_steps=4");
+    TL_CHECK(rc == 0, "resumed to 4 steps (rc %d)", rc);
+    char *log = rlc_path_join(F, "resumed.log");
+    char *t = rlc_file_exists(log) ? rlc_read_file(log, NULL) : NULL;
+    TL_CHECK(t && strstr(t, "resumed from global_step_2"), "the second run resumed from global_step_2");
+    free(t);
+    free(log);
+    static const char *files[] = {"critic/model.safetensors", "critic/optimizer.bin", "critic/value_head_optimizer.bin",
+                                  "actor/model.safetensors", "actor/optimizer.bin"};
+    for (size_t k = 0; k < sizeof files / sizeof files[0]; k++) {
+        char a[256], b[256];
+        snprintf(a, sizeof a, "straight/global_step_4/%s", files[k]);
+        snprintf(b, sizeof b, "resumed/global_step_4/%s", files[k]);
+        char *pa = rlc_path_join(F, a), *pb = rlc_path_join(F, b);
+        size_t la = 0, lb = 0;
+        char *x = rlc_file_exists(pa) ? rlc_read_file(pa, &la) : NULL, *y = rlc_file_exists(pb) ? rlc_read_file(pb, &lb) : NULL;
+        TL_CHECK(x && y && la == lb && !memcmp(x, y, la), "resume with a critic is bit-identical: %s", files[k]);
+        free(x); free(y); free(pa); free(pb);
+    }
+    cJSON *ma = metrics("straight"), *mb = metrics("resumed");
+    int same = ma && mb && cJSON_GetArraySize(ma) == 4 && cJSON_GetArraySize(mb) == 4;
+    static const char *keys[] = {"critic/vf_loss", "critic/vf_explained_var", "critic/values/mean", "critic/grad_norm",
+                                 "actor/pg_loss", "critic/score/mean"};
+    for (int l = 0; same && l < 4; l++)
+        for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) same &= mval(ma, l, keys[k]) == mval(mb, l, keys[k]);
+    TL_CHECK(same, "resumed metrics equal the straight run's, bitwise");
+    cJSON_Delete(ma);
+    cJSON_Delete(mb);
+}
+
+static void test_errors(void) {
+    int rc = train(NULL, "err_gae", "critic.enable=false");
+    char *log = rlc_path_join(F, "err_gae.log");
+    char *t = rlc_file_exists(log) ? rlc_read_file(log, NULL) : NULL;
+    int lines = 0;
+    for (char *q = t; q && *q; q++) lines += *q == '\n';
+    TL_CHECK(rc != 0 && t && strstr(t, "critic.enable=false") && lines == 1,
+             "gae with critic.enable=false: one error line (rc %d): %s", rc, t ? t : "");
+    free(t);
+    free(log);
+}
+
 int main(void) {
     test_spec_vectors();
     if (!tl_have_torch()) {
@@ -254,5 +492,15 @@ int main(void) {
         " \"tie_word_embeddings\": false, \"hidden_act\": \"silu\", \"attention_bias\": false, \"initializer_range\": 0.2,"
         " \"torch_dtype\": \"float32\"}");
     free(dir);
+    if (!getenv("RLC_SAN")) {   // end to end: seconds of training each, skipped in the sanitizer run
+        RLC = tl_rlc_bin();
+        TL_CHECK(make_fixture(), "fixture (gen-task, train-tokenizer, init)");
+        if (F) {
+            test_errors();
+            test_ppo_oracle();
+            test_critic_microbatch_invariance();
+            test_resume();
+        }
+    }
     return tl_summary();
 }
