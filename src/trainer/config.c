@@ -130,6 +130,7 @@ static const cfg_entry k_schema[] = {
     {"trainer.resume_from_path", CT_STR, O(trainer.resume_from_path), "null", 1, 0, 1, NULL, "checkpoint dir for resume_mode=resume_path"},
     {"trainer.default_local_dir", CT_STR, O(trainer.default_local_dir), "null", 1, 0, 1, NULL, "run directory (null: checkpoints/<project>/<experiment>)"},
     {"trainer.max_actor_ckpt_to_keep", CT_INT, O(trainer.max_actor_ckpt_to_keep), "null", 1, 1e9, 1, NULL, "keep the newest N checkpoints (null: all)"},
+    {"trainer.max_critic_ckpt_to_keep", CT_INT, O(trainer.max_critic_ckpt_to_keep), "null", 1, 1e9, 1, NULL, "kept with the actor's: global_step_N holds both (null: max_actor_ckpt_to_keep)"},
     {"trainer.logger", CT_STRLIST, O(trainer.logger), "[console]", 1, 0, 0, "console|file|tensorboard", "loggers (metrics JSONL is always written; tensorboard: event files in $TENSORBOARD_DIR or tensorboard_log/<project_name>/<experiment_name>)"},
     {"trainer.project_name", CT_STR, O(trainer.project_name), "verl_examples", 1, 0, 0, NULL, "project name"},
     {"trainer.experiment_name", CT_STR, O(trainer.experiment_name), "gsm8k", 1, 0, 0, NULL, "experiment name"},
@@ -165,7 +166,6 @@ static const cfg_entry k_schema[] = {
     {"critic.loss_scale_factor", CT_FLOAT, O(critic.loss_scale_factor), "null", 1e-30, 1e30, 1, NULL, "seq-mean-token-sum-norm divisor (null: the actor's)"},
     {"critic.grad_clip", CT_FLOAT, O(critic.grad_clip), "1.0", 0, 1e30, 0, NULL, "verl's FSDP critic field; its engine clips with optim.clip_grad, and so does rlc"},
     {"critic.activation_checkpoint", CT_STR, O(critic.activation_checkpoint), "null", 1, 0, 1, "none|selective|full", "critic activation checkpointing (null: the actor's)"},
-    {"trainer.max_critic_ckpt_to_keep", CT_INT, O(trainer.max_critic_ckpt_to_keep), "null", 1, 1e9, 1, NULL, "kept with the actor's: global_step_N holds both (null: max_actor_ckpt_to_keep)"},
 
     {"custom_reward_function.path", CT_STR, O(custom_reward_function.path), "null", 1, 0, 1, NULL, "Python file with a verl-style reward function"},
     {"custom_reward_function.name", CT_STR, O(custom_reward_function.name), "compute_score", 1, 0, 0, NULL, "function in custom_reward_function.path"},
