@@ -9,7 +9,8 @@
 // Targets: config.json, model.safetensors (through checkpoint_load), model.safetensors.index.json,
 // the tokenizer files rlc's BPE trainer writes (tokenizer.json, tokenizer_config.json, generation_config.json;
 // each then loaded, rendering a conversation, encoding and decoding), the trainer YAML, prompt datasets (raw GSM8K and verl rows),
-// SFT text and SFT id JSONL, Parquet rows (arrow-rs and hyparquet-writer files), the AdamW state file, and the input files of `rlc generate` (prompt, messages
+// SFT text and SFT id JSONL, Parquet rows (arrow-rs and hyparquet-writer files), the AdamW state file, the PPO critic's
+// checkpoint (model.safetensors with score.*) and its value-head optimizer state, and the input files of `rlc generate` (prompt, messages
 // and input_ids lines, on a tiny model with the BPE trainer's tokenizer) and `rlc logprob` (id sequences), run
 // as the rlc binary itself ($RLC_BUILD/rlc).
 // RLC_FUZZ_CASES=N sets the cases per target (default 200) and RLC_FUZZ_SEED=S other mutation streams; a
@@ -28,6 +29,7 @@
 #include "data/parquet.h"
 #include "io/checkpoint.h"
 #include "io/hf_cache.h"
+#include "trainer/run_state.h"
 #include "io/safetensors.h"
 #include "model/config.h"
 #include "template/chat_render.h"
@@ -189,6 +191,24 @@ static void read_checkpoint(void *path) {
     checkpoint_load(dir, &c, &pl, &ps);
     param_set_free(&ps);
     param_layout_free(&pl);
+}
+
+// A critic checkpoint directory holding path (config.json + model.safetensors with score.*), as PPO loads it.
+static void read_critic(void *path) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", (const char *)path);
+    *strrchr(dir, '/') = 0;
+    ppo_trainer g;
+    memset(&g, 0, sizeof g);
+    g.data_seed = 1;
+    run_state_load_critic_model(&g, dir);
+}
+
+// critic/value_head_optimizer.bin of a head of 9 values at step 3.
+static void read_vhead_opt(void *path) {
+    float b[4][9];
+    worker_head h = {b[0], b[1], b[2], b[3], 9};
+    run_state_load_value_head_opt(path, &h, 3);
 }
 
 // A tokenizer directory (tokenizer.json + tokenizer_config.json + generation_config.json) holding path: load,
@@ -490,6 +510,40 @@ int main(void) {
     const int64_t extra[2] = {3, 5};
     adamw_save(&st, adam_path, extra, 2);
     adamw_free(&st);
+    // the PPO critic's checkpoint (token-classification names: no lm_head, score.*) and its head's optimizer state
+    char crit[4200], crit_st[4300];
+    snprintf(crit, sizeof crit, "%s/critic", DIR_);
+    tl_system("mkdir -p '%s' && cp '%s/config.json' '%s/config.json'", crit, ck, crit);
+    {
+        st_write_tensor *wt = rlc_calloc((size_t)ADAM_PL.n_tensors + 2, sizeof *wt);
+        int nt = 0;
+        const int64_t H = cfg.hidden_size;
+        static float score[65];
+        for (int64_t i = 0; i <= H && i < 65; i++) score[i] = 0.01f * (float)i;
+        for (int i = 0; i < ADAM_PL.n_tensors; i++) {
+            const param_tensor *pt = &ADAM_PL.tensors[i];
+            if (!strcmp(pt->name, "lm_head.weight")) continue;
+            wt[nt] = (st_write_tensor){.name = pt->name, .dtype = ST_F32, .ndim = pt->ndim, .f32 = ps.data + pt->offset};
+            for (int k = 0; k < pt->ndim; k++) wt[nt].shape[k] = pt->shape[k];
+            nt++;
+        }
+        wt[nt++] = (st_write_tensor){.name = "score.weight", .dtype = ST_F32, .ndim = 2, .shape = {1, H}, .f32 = score};
+        wt[nt++] = (st_write_tensor){.name = "score.bias", .dtype = ST_F32, .ndim = 1, .shape = {1}, .f32 = score + H};
+        snprintf(crit_st, sizeof crit_st, "%s/model.safetensors", crit);
+        st_write(crit_st, wt, nt, NULL, 0);
+        free(wt);
+    }
+    char vh_seed[32 + 2 * 9 * 4];
+    {
+        const uint32_t ver = 1, pad = 0;
+        const int64_t vn = 9, vstep = 3;
+        memcpy(vh_seed, "RLCVHOPT", 8);
+        memcpy(vh_seed + 8, &ver, 4);
+        memcpy(vh_seed + 12, &pad, 4);
+        memcpy(vh_seed + 16, &vn, 8);
+        memcpy(vh_seed + 24, &vstep, 8);
+        for (int i = 0; i < 18; i++) { float x = 0.001f * (float)(i + 1); memcpy(vh_seed + 32 + 4 * i, &x, 4); }
+    }
     param_set_free(&ps);
 
     size_t cfg_n, st_n, adam_n;
@@ -542,6 +596,17 @@ int main(void) {
     fuzz_target(&T_CONFIG, cfg_seed, cfg_n, cases, s0 + 1);
     fuzz_target(&T_ST, st_seed, st_n, cases, s0 + 2);
     fuzz_target(&T_INDEX, idx_seed, strlen(idx_seed), cases, s0 + 9);
+    {
+        const target T_VHOPT = {"value_head_optimizer.bin", "", 32, read_vhead_opt};
+        size_t cn;
+        char *cseed = rlc_read_file(crit_st, &cn);
+        uint64_t chl = 0;
+        memcpy(&chl, cseed, 8);
+        const target T_CRITIC = {"model.safetensors", "critic", 8 + (size_t)chl, read_critic};
+        fuzz_target(&T_CRITIC, cseed, cn, cases, s0 + 31);
+        fuzz_target(&T_VHOPT, vh_seed, sizeof vh_seed, cases, s0 + 32);
+        free(cseed);
+    }
     // a checkpoint's tokenizer files as rlc's BPE trainer writes them (Qwen3's layout, chat template and special
     // tokens), on a small vocabulary
     char td[4200];

@@ -147,6 +147,8 @@ static void load_critic_weights(const char *dir, param_set *ps, value_head *vh, 
         const st_tensor *t = st_dir_find(&d, p->name, &path);
         if (!t && !strcmp(p->name, "lm_head.weight")) continue;   // unused by the value model: keeps the actor's init
         if (!t) rlc_die("%s: tensor '%s' is missing from the value model's checkpoint", dir, p->name);
+        if (t->dtype != ST_F32 && t->dtype != ST_BF16 && t->dtype != ST_F16 && t->dtype != ST_F64)
+            rlc_die("%s: tensor '%s' has dtype %s; expected F32, BF16 or F16", path, p->name, st_dtype_name(t->dtype));
         int same = t->ndim == p->ndim;
         for (int k = 0; same && k < p->ndim; k++) same = t->shape[k] == p->shape[k];
         if (!same) rlc_die("%s: tensor '%s' has the wrong shape for its config.json", path, p->name);
@@ -160,6 +162,12 @@ static void load_critic_weights(const char *dir, param_set *ps, value_head *vh, 
         if (!(tw->ndim == 2 && tw->shape[0] == 1 && tw->shape[1] == H) && !(tw->ndim == 1 && tw->shape[0] == H))
             rlc_die("%s: score.weight must have shape [1, %lld] (num_labels 1)", pw, (long long)H);
         if (!(tb->ndim == 1 && tb->shape[0] == 1)) rlc_die("%s: score.bias must have shape [1] (num_labels 1)", pb);
+        for (int k = 0; k < 2; k++) {
+            const st_tensor *t = k ? tb : tw;
+            if (t->dtype != ST_F32 && t->dtype != ST_BF16 && t->dtype != ST_F16 && t->dtype != ST_F64)
+                rlc_die("%s: tensor '%s' has dtype %s; expected F32, BF16 or F16", k ? pb : pw, k ? "score.bias" : "score.weight",
+                        st_dtype_name(t->dtype));
+        }
         st_tensor_to_f32(tw, vh->data, pw);
         st_tensor_to_f32(tb, vh->data + H, pb);
     }
@@ -185,9 +193,14 @@ static void load_critic_state(ppo_trainer *g, const char *dir) {
     engine_load_state(&g->critic_eng, opt);
     free(opt);
     char *path = rlc_path_join(dir, "value_head_optimizer.bin");
+    run_state_load_value_head_opt(path, &g->critic_head, g->critic_eng.opt.step);
+    free(path);
+}
+
+void run_state_load_value_head_opt(const char *path, worker_head *h, int64_t want_step) {
     size_t len;
     char *buf = rlc_read_file(path, &len);
-    const int64_t hn = g->critic_head.n;
+    const int64_t hn = h->n;
     const size_t want = 32 + 2 * sizeof(float) * (size_t)hn;
     if (len < 32 || memcmp(buf, VHEAD_OPT_MAGIC, 8) != 0) rlc_die("%s: not an rlc value-head optimizer state (bad magic)", path);
     uint32_t ver;
@@ -199,13 +212,15 @@ static void load_critic_state(ppo_trainer *g, const char *dir) {
     if (n != hn || len != want)
         rlc_die("%s: value-head optimizer state for %lld values (%zu bytes), the critic has %lld (%zu bytes expected)", path,
                 (long long)n, len, (long long)hn, want);
-    if (step != g->critic_eng.opt.step)
+    if (step != want_step)
         rlc_die("%s: value-head optimizer step %lld differs from the critic's optimizer.bin step %lld", path, (long long)step,
-                (long long)g->critic_eng.opt.step);
-    memcpy(g->critic_head.m, buf + 32, sizeof(float) * (size_t)hn);
-    memcpy(g->critic_head.v, buf + 32 + sizeof(float) * (size_t)hn, sizeof(float) * (size_t)hn);
+                (long long)want_step);
+    memcpy(h->m, buf + 32, sizeof(float) * (size_t)hn);
+    memcpy(h->v, buf + 32 + sizeof(float) * (size_t)hn, sizeof(float) * (size_t)hn);
+    for (int64_t i = 0; i < hn; i++)
+        if (!isfinite(h->m[i]) || !(h->v[i] >= 0) || !isfinite(h->v[i]))
+            rlc_die("%s: value-head optimizer moment %lld is not finite (or the second moment is negative)", path, (long long)i);
     free(buf);
-    free(path);
 }
 
 typedef struct {

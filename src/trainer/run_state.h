@@ -28,3 +28,6 @@ void run_state_truncate_metrics(const ppo_trainer *g, int64_t last);
 // lacks, is optional and unused) and score.weight / score.bias when present, else a fresh head (N(0,
 // initializer_range), bias 0, seeded by the data seed). Fills g->critic_mcfg, critic_pl, critic_params, vhead.
 void run_state_load_critic_model(ppo_trainer *g, const char *dir);
+// critic/value_head_optimizer.bin ("RLCVHOPT", version, n, step, then m (n) and v (n) as fp32) into h's moments;
+// the file must hold h->n values at optimizer step want_step (the critic's optimizer.bin), else one error line.
+void run_state_load_value_head_opt(const char *path, worker_head *h, int64_t want_step);
