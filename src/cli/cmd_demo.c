@@ -20,7 +20,7 @@
 
 static const char *USAGE =
     "rlc demo [--out DIR] [--seed S] [--quick] [--threads N] [--sft-epochs E] [--grpo-steps N] [--sft-problems N]\n"
-    "         [--min-steps A] [--max-steps B] [--max-operand M] [--answer-only F]";
+    "         [--min-steps A] [--max-steps B] [--max-operand M] [--answer-only F] [--algo grpo|ppo]";
 
 typedef struct {
     const char *out;
@@ -106,6 +106,12 @@ int cmd_demo(int argc, char **argv) {
     snprintf(mins, sizeof mins, "%lld", cli_int(&a, "min-steps", 2, 1, 8));
     snprintf(maxs, sizeof maxs, "%lld", cli_int(&a, "max-steps", 3, 1, 8));
     snprintf(maxo, sizeof maxo, "%lld", cli_int(&a, "max-operand", 10, 2, 1000000));
+    // --algo ppo: the RL stage is PPO with a critic (algorithm.adv_estimator=gae) instead of GRPO
+    const char *algo = cli_opt(&a, "algo");
+    if (!algo) algo = "grpo";
+    if (strcmp(algo, "grpo") != 0 && strcmp(algo, "ppo") != 0) rlc_die("demo: --algo '%s': expected grpo or ppo", algo);
+    const int ppo = !strcmp(algo, "ppo");
+    const char *ALGO = ppo ? "PPO" : "GRPO";
     cli_check_unknown(&a, USAGE);
     ssize_t k = readlink("/proc/self/exe", d.self, sizeof d.self - 1);
     if (k <= 0) rlc_die("demo: cannot find the rlc binary (/proc/self/exe)");
@@ -129,8 +135,8 @@ int cmd_demo(int argc, char **argv) {
     char *val_data = pj(data, "heldout.jsonl"), *tokdir = pj(d.out, "tokenizer"), *init = pj(d.out, "init");
     char *sftdir = pj(d.out, "sft"), *grpodir = pj(d.out, "grpo"), *cfgp = pj(d.out, "model_config.json");
     rlc_mkdirs(data);
-    printf("rlc demo: a small Qwen3 learns multi-step arithmetic word problems (GSM8K format): SFT, then GRPO.\n"
-           "run directory: %s\n", d.out);
+    printf("rlc demo: a small Qwen3 learns multi-step arithmetic word problems (GSM8K format): SFT, then %s.\n"
+           "run directory: %s\n", ALGO, d.out);
     // 1. data: worked solutions for SFT; questions only for GRPO (the answer field is only the ground truth)
     run_rlc(&d, "generate SFT data", "gen-task", "--out", sft_data, "--n", nsft, "--seed", seed_s, "--format", "sft", "--answer-only", ao, "--min-steps", mins, "--max-steps", maxs, "--max-operand", maxo, NULL);
     run_rlc(&d, "generate GRPO prompts", "gen-task", "--out", grpo_data, "--n", ngrpo, "--seed", seed2, "--min-steps", mins, "--max-steps", maxs, "--max-operand", maxo, NULL);
@@ -191,11 +197,16 @@ int cmd_demo(int argc, char **argv) {
     // --quick: a GRPO batch of 16 prompts x 4 samples instead of 64 x 8 (the pipeline, not the result)
     const char *q1 = quick ? "data.train_batch_size=16" : NULL, *q2 = "actor_rollout_ref.actor.ppo_mini_batch_size=16";
     const char *q3 = "actor_rollout_ref.rollout.n=4", *q4 = "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=64";
-    double t_grpo = run_rlc(&d, "GRPO", "train", yaml, mp, vf, tf, dl2, st, th, "trainer.resume_mode=disable", q1, q2, q3,
-                            q4, NULL);
+    // PPO: the same actor settings plus a critic from the SFT checkpoint with a fresh value head, at 10x the actor's lr
+    // as verl's recipes (the GRPO values of these keys are the defaults)
+    const char *p1 = ppo ? "algorithm.adv_estimator=gae" : "algorithm.adv_estimator=grpo";
+    const char *p2 = ppo ? "critic.ppo_micro_batch_size_per_gpu=64" : "critic.ppo_micro_batch_size_per_gpu=null";
+    const char *p3 = ppo ? "critic.optim.lr=1e-3" : "critic.optim.lr=1e-5";
+    double t_grpo = run_rlc(&d, ALGO, "train", yaml, mp, vf, tf, dl2, st, th, "trainer.resume_mode=disable", p1, p2, p3, q1,
+                            q2, q3, q4, NULL);
     char last[4300];
     snprintf(last, sizeof last, "actor_rollout_ref.model.path=%s/global_step_%s/actor", grpodir, steps);
-    run_rlc(&d, "evaluate GRPO checkpoint", "eval", yaml, last, vf, tf, dl3, th, NULL);
+    run_rlc(&d, ppo ? "evaluate PPO checkpoint" : "evaluate GRPO checkpoint", "eval", yaml, last, vf, tf, dl3, th, NULL);
 
     // summary
     char key[256];
@@ -203,23 +214,27 @@ int cmd_demo(int argc, char **argv) {
     double acc_sft = read_val(e1, key, sizeof key), acc_grpo = read_val(e2, NULL, 0);
     char *metrics = pj(grpodir, "metrics.jsonl");
     printf("\n== summary (%s)\n", d.out);
-    printf("held-out greedy accuracy (%s, %s problems):\n  after SFT : %.1f%%\n  after GRPO: %.1f%%  (%+.1f points)\n", key,
-           n_val, 100 * acc_sft, 100 * acc_grpo, 100 * (acc_grpo - acc_sft));
-    printf("GRPO reward (critic/score/mean) by step:");
+    printf("held-out greedy accuracy (%s, %s problems):\n  after SFT : %.1f%%\n  after %-4s: %.1f%%  (%+.1f points)\n", key,
+           n_val, 100 * acc_sft, ALGO, 100 * acc_grpo, 100 * (acc_grpo - acc_sft));
+    printf("%s reward (critic/score/mean) by step:", ALGO);
     FILE *mf = fopen(metrics, "r");
     char *line = NULL;
     size_t lc = 0;
-    int i = 0;
+    int i = 0, n_ev = 0;
+    double ev_first = 0, ev_last = 0;   // PPO: critic/vf_explained_var of the first and the last step
     while (mf && getline(&line, &lc, mf) > 0) {
         cJSON *o = cJSON_Parse(line);
         cJSON *s = o ? cJSON_GetObjectItemCaseSensitive(o, "critic/score/mean") : NULL;
         if (cJSON_IsNumber(s)) printf("%s%.2f", i++ % 10 ? " " : "\n  ", s->valuedouble);
+        cJSON *ev = o ? cJSON_GetObjectItemCaseSensitive(o, "critic/vf_explained_var") : NULL;
+        if (cJSON_IsNumber(ev)) { ev_first = n_ev++ ? ev_first : ev->valuedouble; ev_last = ev->valuedouble; }
         cJSON_Delete(o);
     }
     free(line);
     if (mf) fclose(mf);
     double total = rlc_now() - d.t_start;
-    printf("\nGRPO: %.1f s for %s steps; whole demo: %.1f s\n", t_grpo, steps, total);
+    if (n_ev) printf("\ncritic/vf_explained_var: %.3f at the first step, %.3f at the last", ev_first, ev_last);
+    printf("\n%s: %.1f s for %s steps; whole demo: %.1f s\n", ALGO, t_grpo, steps, total);
     printf("curves: %s/curves.svg   checkpoints (HF format): %s, %s/global_step_*/actor\n", grpodir, sftdir, grpodir);
     if (d.log) {
         fprintf(d.log, "total\t%.2f\n", total);
@@ -229,8 +244,8 @@ int cmd_demo(int argc, char **argv) {
     char sj[1024];
     int sl = snprintf(sj, sizeof sj,
                       "{\"seed\": %lld, \"acc_sft\": %.6f, \"acc_grpo\": %.6f, \"delta_points\": %.3f, \"grpo_steps\": %lld, "
-                      "\"seconds_total\": %.1f, \"metric\": \"%s\", \"heldout_problems\": %s}\n",
-                      seed, acc_sft, acc_grpo, 100 * (acc_grpo - acc_sft), grpo_steps, total, key, n_val);
+                      "\"seconds_total\": %.1f, \"metric\": \"%s\", \"heldout_problems\": %s, \"algo\": \"%s\"}\n",
+                      seed, acc_sft, acc_grpo, 100 * (acc_grpo - acc_sft), grpo_steps, total, key, n_val, algo);
     rlc_write_file_atomic(res, sj, (size_t)sl);
     free(res); free(e1); free(e2); free(metrics); free(eval_sft); free(eval_grpo); free(tj); free(tc); free(gc);
     free(data); free(sft_data); free(grpo_data); free(val_data); free(tokdir); free(init); free(sftdir); free(grpodir);
