@@ -68,11 +68,12 @@ static void critic_setup(ppo_trainer *g, int64_t horizon) {
         rlc_die("config: critic.activation_checkpoint '%s' is not none, selective or full", k->activation_checkpoint);
     ec.total_steps = horizon;
     ec.warmup_steps = lr_resolve_warmup(k->optim.lr_warmup_steps, k->optim.lr_warmup_steps_ratio, horizon);
+    ec.no_state = g->W > 1;   // the gradient and the moments live in the fsdp shards (grpo_run_dist)
     engine_init(&g->critic_eng, &g->critic_model, &ec);
     const int64_t n = g->vhead.H + 1;
     g->critic_head = (worker_head){g->vhead.data, rlc_calloc((size_t)n, sizeof(float)), rlc_calloc((size_t)n, sizeof(float)),
                                    rlc_calloc((size_t)n, sizeof(float)), n};
-    g->critic = (worker){"critic", &g->critic_model, &g->critic_eng, NULL, NULL, 0, &g->critic_head};
+    g->critic = (worker){"critic", &g->critic_model, &g->critic_eng, g->d, NULL, 0, &g->critic_head};
 }
 
 static void grpo_setup(ppo_trainer *g, const rlc_train_config *c, int val_only, dist_ctx *d) {
@@ -102,9 +103,6 @@ static void grpo_setup(ppo_trainer *g, const rlc_train_config *c, int val_only, 
     g->use_gae = !strcmp(c->algorithm.adv_estimator, "gae");
     if (!g->use_gae) rlc_config_adv_cfg(c, &g->step_cfg.adv);   // (gae runs on the critic's values: rl/gae.h)
     g->have_critic = !val_only && rlc_config_use_critic(c);
-    if (g->have_critic && g->W > 1)
-        rlc_die("config: a critic (algorithm.adv_estimator=gae or critic.enable=true) runs in one process in this version; "
-                "run without mpirun, or use a critic-free estimator with %d ranks", g->W);
     g->step_cfg.use_kl_in_reward = c->algorithm.use_kl_in_reward;
     g->step_cfg.kl_penalty = rlc_config_kl_penalty(c);
     rlc_config_kl_ctrl(c, &g->kl_ctrl);
@@ -194,6 +192,8 @@ static void grpo_setup(ppo_trainer *g, const rlc_train_config *c, int val_only, 
 }
 
 static void grpo_teardown(ppo_trainer *g) {
+    if (g->have_critic_fs) fsdp_free(&g->critic_fs);
+    free(g->critic_resume_dir);
     if (g->have_critic) {
         engine_free(&g->critic_eng);
         decoder_model_free(&g->critic_model);
@@ -290,6 +290,17 @@ int grpo_run_dist(const rlc_train_config *c, int val_only, dist_ctx *dc) {
             for (int b = 0; b < g.pl.n_blocks; b++) g.ref_model.block_w[b] = NULL;
             fsdp_attach(&g.ref_fs, &g.ref_model, 0);
         }
+        fsdp_memory cm = {0, 0, 0, 0};
+        if (g.have_critic) {   // the critic sharded as the actor (no full copy kept: it runs on gathered blocks)
+            fsdp_init(&g.critic_fs, g.d, &g.critic_pl, g.critic_params.data, &g.critic_eng.cfg.adam);
+            g.have_critic_fs = 1;
+            param_set_free(&g.critic_params);
+            for (int b = 0; b < g.critic_pl.n_blocks; b++) g.critic_model.block_w[b] = NULL;
+            g.critic.fs = &g.critic_fs;
+            g.critic.infer_sharded = 1;
+            if (g.critic_resume_dir) run_state_load_critic_optimizer_sharded(&g);
+            cm = fsdp_memory_report(&g.critic_fs);
+        }
         fsdp_init(&g.fs, g.d, &g.pl, g.params.data, &g.eng.cfg.adam);
         g.have_fs = 1;
         g.actor.fs = &g.fs;   // updates on the shards; inference on the full rollout copy
@@ -308,6 +319,12 @@ int grpo_run_dist(const rlc_train_config *c, int val_only, dist_ctx *dc) {
                 "shard %.3f MiB + slots %.3f MiB (one process %.3f MiB)\n",
                 g.W, mr.shard_bytes / MiB, mr.unsharded_bytes / MiB, mr.slot_bytes / MiB, mr.grad_stage_bytes / MiB,
                 g.pl.numel * 4.0 / MiB, rr.shard_bytes / MiB, rr.slot_bytes / MiB, g.have_ref ? g.pl.numel * 4.0 / MiB : 0.0);
+        if (g.have_critic)
+            fprintf(stdout,
+                    "rlc: dist: critic per rank: sharded state %.3f MiB (params+grads+AdamW m,v; one process %.3f MiB), gather "
+                    "slots %.3f MiB, gradient staging %.3f MiB, value head %.3f MiB (replicated: weights, grad, m, v)\n",
+                    cm.shard_bytes / MiB, cm.unsharded_bytes / MiB, cm.slot_bytes / MiB, cm.grad_stage_bytes / MiB,
+                    g.critic_head.n * 16.0 / MiB);
         fflush(stdout);
     }
     progress_init(&g.prog, stdout, g.root ? -1 : 0, g.global_step, g.total_steps, 1);

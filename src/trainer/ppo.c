@@ -181,7 +181,8 @@ static void actor_minibatch_end(void *user, dist_ctx *d, double grad_norm) {
 // update_critic: the clipped value loss of a micro-batch (spec verl-ppo.md §1.5), reduced as verl reduces it
 
 typedef struct {
-    double vf_loss_mb;                         // this mini-batch's sum over its micro-batches
+    double mb_vf_loss, mb_clipfrac, mb_vpred;  // this mini-batch's sums over its micro-batches
+    int64_t mb_micro;
     double s_vf_loss, s_grad_norm;             // sums over mini-batches
     double s_clipfrac, s_vpred;                // sums over micro-batches
     int64_t n_micro, n_mini;
@@ -226,19 +227,29 @@ static double critic_loss(void *user, const int *rows, double G, const engine_mi
         int64_t base = mb->cu_seqlens[s] + sb->plen[i] - 1;
         for (int64_t k2 = 0; k2 < sb->rlen[i]; k2++) mb->dlogp[base + k2] = dv[(size_t)s * Tm + k2];
     }
-    cc->cm->vf_loss_mb += out.vf_loss;
-    cc->cm->s_clipfrac += out.vf_clipfrac;
-    cc->cm->s_vpred += out.vpred_mean;
-    cc->cm->n_micro++;
+    cc->cm->mb_vf_loss += out.vf_loss;
+    cc->cm->mb_clipfrac += out.vf_clipfrac;
+    cc->cm->mb_vpred += out.vpred_mean;
+    cc->cm->mb_micro++;
     free(vp); free(vo); free(ret); free(mask); free(dv);
     return out.vf_loss;
 }
 
+// End of a critic mini-batch: W > 1 first sums its micro-batch metrics over the ranks (vf_loss: every rank's share
+// of the globally normalised loss; clip fraction and vpred_mean: then the mean over every rank's micro-batches).
 static void critic_minibatch_end(void *user, dist_ctx *d, double grad_norm) {
-    (void)d;   // the critic runs in one process
     critic_metrics *cm = ((critic_ctx *)user)->cm;
-    cm->s_vf_loss += cm->vf_loss_mb;
-    cm->vf_loss_mb = 0;
+    if (d) {
+        double red[4] = {cm->mb_vf_loss, cm->mb_clipfrac, cm->mb_vpred, (double)cm->mb_micro};
+        dist_allreduce_f64(d, red, 4, DIST_SUM, "all-reduce of the critic metrics");
+        cm->mb_vf_loss = red[0]; cm->mb_clipfrac = red[1]; cm->mb_vpred = red[2]; cm->mb_micro = (int64_t)red[3];
+    }
+    cm->s_vf_loss += cm->mb_vf_loss;
+    cm->s_clipfrac += cm->mb_clipfrac;
+    cm->s_vpred += cm->mb_vpred;
+    cm->n_micro += cm->mb_micro;
+    cm->mb_vf_loss = cm->mb_clipfrac = cm->mb_vpred = 0;
+    cm->mb_micro = 0;
     cm->s_grad_norm += grad_norm;
     cm->n_mini++;
 }
@@ -459,7 +470,8 @@ static void phase_values(ppo_trainer *g, step_state *s) {
     sb->values = rlc_calloc((size_t)sb->B * (size_t)sb->Tr, sizeof(float));
     worker_mb_cfg mc = {k->use_dynamic_bsz, k->forward_micro_batch_size_per_gpu, k->forward_max_token_len_per_gpu,
                         "critic.forward_max_token_len_per_gpu"};
-    worker_infer_values(&g->critic, sb, NULL, 0, &mc, sb->values);
+    worker_infer_values(&g->critic, sb, s->my_rows, s->n_my, &mc, sb->values);   // W > 1: this rank's part, then shared
+    if (g->W > 1) step_batch_share_rows(g->d, &s->part, sb, sb->values);
     s->tm[T_VALUES] = rlc_now() - t;
     s->have[T_VALUES] = 1;
 }

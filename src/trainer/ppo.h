@@ -48,7 +48,10 @@ typedef struct {
     decoder_model critic_model;
     engine critic_eng;
     value_head vhead;             // score.weight, score.bias
-    worker_head critic_head;      // vhead's data + its gradient and AdamW moments
+    worker_head critic_head;      // vhead's data + its gradient and AdamW moments (replicated on every rank)
+    fsdp_state critic_fs;         // W > 1: the critic's sharded params / grads / AdamW moments (critic_params freed)
+    int have_critic_fs;
+    char *critic_resume_dir;      // W > 1: the critic/ checkpoint whose optimizer state goes into the shards
     rollout_engine *rollout;
     rlc_reward_fn reward;
     rl_loss_cfg loss_cfg;

@@ -57,6 +57,10 @@ enum { VHEAD_OPT_VERSION = 1 };
 static void save_critic(ppo_trainer *g, const char *dir) {
     const param_layout *pl = &g->critic_pl;
     const int64_t H = g->vhead.H;
+    // W > 1: the full weights gathered from the shards (every rank takes part; rank 0 writes)
+    float *full = g->have_critic_fs ? rlc_alloc((size_t)pl->numel * sizeof(float)) : NULL;
+    if (full) fsdp_gather_full(&g->critic_fs, g->critic_fs.p, full, 0);
+    const float *wdata = full ? full : g->critic_params.data;
     rlc_mkdirs(dir);
     st_write_tensor *wt = rlc_calloc((size_t)pl->n_tensors + 2, sizeof(st_write_tensor));
     int n = 0;
@@ -67,7 +71,7 @@ static void save_critic(ppo_trainer *g, const char *dir) {
         wt[n].dtype = ST_F32;
         wt[n].ndim = p->ndim;
         for (int k = 0; k < p->ndim; k++) wt[n].shape[k] = p->shape[k];
-        wt[n].f32 = g->critic_params.data + p->offset;
+        wt[n].f32 = wdata + p->offset;
         n++;
     }
     wt[n] = (st_write_tensor){.name = "score.weight", .dtype = ST_F32, .ndim = 2, .shape = {1, H}, .f32 = g->vhead.data};
@@ -106,13 +110,16 @@ static void save_critic(ppo_trainer *g, const char *dir) {
     const char *cp = g->cfg->critic.model.path ? g->cfg->critic.model.path : g->cfg->actor_rollout_ref.model.path;
     checkpoint_copy_tokenizer(cp, dir);
     path = rlc_path_join(dir, "optimizer.bin");
-    engine_save_state(&g->critic_eng, path);   // the backbone's moments and the schedule step
+    // the backbone's moments and the schedule step (W > 1: full-layout m/v gathered from the shards, any W resumes it)
+    if (g->have_critic_fs) fsdp_save_optimizer(&g->critic_fs, path, g->critic_eng.sched.step);
+    else engine_save_state(&g->critic_eng, path);
     free(path);
+    rlc_free(full);
     // the head's moments: magic, version, n, step, then m (n) and v (n)
     const int64_t hn = g->critic_head.n;
     rlc_strbuf b = {0};
     uint32_t ver = VHEAD_OPT_VERSION, pad = 0;
-    int64_t step = g->critic_eng.opt.step;
+    int64_t step = g->have_critic_fs ? g->critic_fs.opt_step : g->critic_eng.opt.step;
     rlc_sb_append(&b, VHEAD_OPT_MAGIC, 8);
     rlc_sb_append(&b, (const char *)&ver, 4);
     rlc_sb_append(&b, (const char *)&pad, 4);
@@ -189,11 +196,25 @@ static void load_critic_state(ppo_trainer *g, const char *dir) {
     int have_head;
     load_critic_weights(dir, &g->critic_params, &g->vhead, &have_head);
     if (!have_head) rlc_die("%s: the critic checkpoint has no score.weight / score.bias", dir);
+    if (g->W > 1) {   // the optimizer states go into the shards once they exist (run_state_load_critic_optimizer_sharded)
+        free(g->critic_resume_dir);
+        g->critic_resume_dir = rlc_strdup(dir);
+        return;
+    }
     char *opt = rlc_path_join(dir, "optimizer.bin");
     engine_load_state(&g->critic_eng, opt);
     free(opt);
     char *path = rlc_path_join(dir, "value_head_optimizer.bin");
     run_state_load_value_head_opt(path, &g->critic_head, g->critic_eng.opt.step);
+    free(path);
+}
+
+void run_state_load_critic_optimizer_sharded(ppo_trainer *g) {
+    char *opt = rlc_path_join(g->critic_resume_dir, "optimizer.bin");
+    g->critic_eng.sched.step = fsdp_load_optimizer(&g->critic_fs, opt);
+    free(opt);
+    char *path = rlc_path_join(g->critic_resume_dir, "value_head_optimizer.bin");
+    run_state_load_value_head_opt(path, &g->critic_head, g->critic_fs.opt_step);
     free(path);
 }
 
@@ -235,6 +256,10 @@ typedef struct {
 void run_state_save(ppo_trainer *g) {
     if (!g->root) {   // W > 1: rank 0 writes; the others take part in gathering the optimizer state
         fsdp_save_optimizer(&g->fs, "", g->eng.sched.step);
+        if (g->have_critic) {   // the same collectives as save_critic on rank 0
+            fsdp_gather_full(&g->critic_fs, g->critic_fs.p, NULL, 0);
+            fsdp_save_optimizer(&g->critic_fs, "", g->critic_eng.sched.step);
+        }
         dist_barrier(g->d, "checkpoint save");
         return;
     }

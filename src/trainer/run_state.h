@@ -31,3 +31,5 @@ void run_state_load_critic_model(ppo_trainer *g, const char *dir);
 // critic/value_head_optimizer.bin ("RLCVHOPT", version, n, step, then m (n) and v (n) as fp32) into h's moments;
 // the file must hold h->n values at optimizer step want_step (the critic's optimizer.bin), else one error line.
 void run_state_load_value_head_opt(const char *path, worker_head *h, int64_t want_step);
+// W > 1, resuming: the critic's optimizer.bin into its shards and the value head's moments (after sharding).
+void run_state_load_critic_optimizer_sharded(ppo_trainer *g);

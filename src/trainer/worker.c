@@ -30,6 +30,31 @@ static engine_batch micro_of(const packed_rows *p, int s0, int s1, int32_t *cu_m
     return mb;
 }
 
+// The decoder batch of an engine batch, positions in pos (T).
+static decoder_batch decoder_batch_of(const engine_batch *b, int32_t *pos) {
+    decoder_batch qb;
+    memset(&qb, 0, sizeof qb);
+    qb.T = b->cu_seqlens[b->n_seqs];
+    qb.n_seqs = b->n_seqs;
+    qb.tokens = b->tokens;
+    qb.cu_seqlens = b->cu_seqlens;
+    qb.pos = pos;
+    decoder_batch_positions(&qb);
+    return qb;
+}
+
+// A value worker's inference pass: values (T) of the batch b.
+static void value_pass(worker *w, const engine_batch *b, float *values) {
+    const int64_t T = b->cu_seqlens[b->n_seqs], H = w->model->cfg->hidden_size;
+    int32_t *pos = rlc_malloc(sizeof(int32_t) * (size_t)T);
+    float *hidden = rlc_malloc(sizeof(float) * (size_t)(T * H));   // (T, H)
+    decoder_batch qb = decoder_batch_of(b, pos);
+    decoder_forward(w->eng->model, NULL, &qb, hidden);
+    value_head_forward(values, hidden, w->head->p, T, H);
+    free(pos);
+    free(hidden);
+}
+
 void worker_infer(worker *w, const step_batch *sb, int *rows, int n, const worker_mb_cfg *mc, packed_rows *p,
                   worker_infer_fn fn, void *user) {
     int *starts = rlc_malloc(sizeof(int) * (size_t)(n + 1));
@@ -43,7 +68,10 @@ void worker_infer(worker *w, const step_batch *sb, int *rows, int n, const worke
     }
     fsdp_state *fs = w->d && w->infer_sharded ? w->fs : NULL;
     int64_t K = nmb;
-    if (fs) dist_allreduce_i64(w->d, &K, 1, DIST_MAX, "all-reduce of the inference micro-batch count");
+    if (fs) {
+        fsdp_attach(fs, w->model, 0);   // the weights come from the shards (an update detaches its own hooks)
+        dist_allreduce_i64(w->d, &K, 1, DIST_MAX, "all-reduce of the inference micro-batch count");
+    }
     int32_t *cu_mb = rlc_malloc(sizeof(int32_t) * (size_t)(n + 1));
     float dummy_out[2];
     decoder_model *saved = w->eng->model;   // a borrowed engine runs this worker's model
@@ -53,10 +81,11 @@ void worker_infer(worker *w, const step_batch *sb, int *rows, int n, const worke
         if (i < nmb) {
             engine_batch mb = micro_of(p, starts[i], starts[i + 1], cu_mb);
             fn(user, w->eng, &mb, p->cu[starts[i]]);
-        } else {
+        } else {   // the same kind of pass as the real ones, so every rank issues the same block requests
             engine_batch mb = {1, dummy_cu, &dummy_tok, &dummy_tgt, &dummy_mask};
             engine_mb whole = {0, 0, NULL, 0};
-            engine_infer_mb(w->eng, &mb, &whole, dummy_out, NULL);
+            if (w->head) value_pass(w, &mb, dummy_out);
+            else engine_infer_mb(w->eng, &mb, &whole, dummy_out, NULL);
         }
         if (fs) fsdp_end_pass(fs);
     }
@@ -101,34 +130,15 @@ void worker_infer_logprobs(worker *w, const step_batch *sb, const int *sel, int 
     free(o.lp); free(o.ent); free(rows);
 }
 
-// The decoder batch of an engine batch, positions in pos (T).
-static decoder_batch decoder_batch_of(const engine_batch *b, int32_t *pos) {
-    decoder_batch qb;
-    memset(&qb, 0, sizeof qb);
-    qb.T = b->cu_seqlens[b->n_seqs];
-    qb.n_seqs = b->n_seqs;
-    qb.tokens = b->tokens;
-    qb.cu_seqlens = b->cu_seqlens;
-    qb.pos = pos;
-    decoder_batch_positions(&qb);
-    return qb;
-}
-
 typedef struct {
-    const worker_head *head;
+    worker *w;
     float *values;     // (T of the packed rows)
 } values_out;
 
 static void infer_values(void *user, engine *e, const engine_batch *b, int64_t tok_off) {
+    (void)e;
     values_out *o = user;
-    const int64_t T = b->cu_seqlens[b->n_seqs], H = e->model->cfg->hidden_size;
-    int32_t *pos = rlc_malloc(sizeof(int32_t) * (size_t)T);
-    float *hidden = rlc_malloc(sizeof(float) * (size_t)(T * H));   // (T, H)
-    decoder_batch qb = decoder_batch_of(b, pos);
-    decoder_forward(e->model, NULL, &qb, hidden);
-    value_head_forward(o->values + tok_off, hidden, o->head->p, T, H);
-    free(pos);
-    free(hidden);
+    value_pass(o->w, b, o->values + tok_off);
 }
 
 void worker_infer_values(worker *w, const step_batch *sb, const int *sel, int nsel, const worker_mb_cfg *mc,
@@ -139,7 +149,7 @@ void worker_infer_values(worker *w, const step_batch *sb, const int *sel, int ns
     for (int i = 0; i < n; i++) rows[i] = sel ? sel[i] : i;
     int64_t T = 0;
     for (int s = 0; s < n; s++) T += sb->cu[rows[s] + 1] - sb->cu[rows[s]];
-    values_out o = {w->head, rlc_malloc(sizeof(float) * (size_t)(T > 0 ? T : 1))};
+    values_out o = {w, rlc_malloc(sizeof(float) * (size_t)(T > 0 ? T : 1))};
     packed_rows p;
     worker_infer(w, sb, rows, n, mc, &p, infer_values, &o);
     for (int s = 0; s < n; s++) {   // verl: values[o-R-1 : o-1], the position before each response token
@@ -194,6 +204,35 @@ static engine_opt_result value_optimizer_step(worker *w) {
     return r;
 }
 
+// The same under data parallelism: the head's gradient (replicated) is all-reduced, the clip norm covers the
+// decoder's shards (all-reduced sum of squares) and the head; the shards are scaled in place by the clip coefficient
+// (what fsdp_optimizer_step's own clipping does) and stepped unclipped, the head with the same step number.
+static engine_opt_result value_optimizer_step_sharded(worker *w) {
+    fsdp_state *fs = w->fs;
+    worker_head *h = w->head;
+    double *hg = rlc_malloc(sizeof(double) * (size_t)h->n);
+    for (int64_t i = 0; i < h->n; i++) hg[i] = h->g[i];
+    dist_allreduce_f64(w->d, hg, (int)h->n, DIST_SUM, "all-reduce of the value head's gradient");
+    for (int64_t i = 0; i < h->n; i++) h->g[i] = (float)hg[i];
+    free(hg);
+    fsdp_invalidate(fs);
+    fsdp_grad_flush(fs);
+    double ss = grad_sumsq(fs->g, fs->shard_numel);   // pad elements are 0
+    dist_allreduce_f64(w->d, &ss, 1, DIST_SUM, "all-reduce of the critic's gradient sum of squares");
+    clip_result c = grad_clip_finish(ss + grad_sumsq(h->g, h->n), w->eng->cfg.clip_grad);
+    engine_opt_result r = {c.norm, c.finite, lr_schedule_current(&w->eng->sched)};
+    if (c.finite) {
+        grad_clip_apply(fs->g, fs->shard_numel, &c);
+        fsdp_optimizer_step(fs, r.lr, 0);   // (clipped above; 0 = no further clipping)
+        adamw_update_scaled(h->p, h->g, h->m, h->v, h->n, &fs->h, r.lr, fs->opt_step, (float)c.coef);
+    } else {
+        memset(fs->g, 0, sizeof(float) * (size_t)fs->shard_numel);
+        grad_clip_apply(h->g, h->n, &c);
+        rlc_warn("%s grad_norm is not finite (%g): optimizer step skipped, gradients zeroed", w->name, c.norm);
+    }
+    return r;
+}
+
 void worker_epoch_order(int *order, int B, int shuffle, int64_t seed, int64_t step, int64_t ep) {
     for (int i = 0; i < B; i++) order[i] = i;
     if (!shuffle) return;
@@ -223,7 +262,6 @@ worker_update_result worker_update(worker *w, const step_batch *sb, const worker
     const int W = w->d ? w->d->world : 1, R = w->d ? w->d->rank : 0;
     fsdp_state *fs = w->d ? w->fs : NULL;
     CHECK(W == 1 || fs, "worker %s: %d ranks without sharded state", w->name, W);
-    CHECK(!w->head || !fs, "worker %s: a value head under data parallelism", w->name);
     int B = sb->B;
     int mini_seqs = (int)(uc->mini_seqs < B ? uc->mini_seqs : B);
     int n_mini = B / mini_seqs, nl = mini_seqs / W;
@@ -280,15 +318,20 @@ worker_update_result worker_update(worker *w, const step_batch *sb, const worker
                     loss_adapter a = {L, mine + starts[i], (double)mini_seqs};
                     if (w->head) value_forward_backward(w, &mb, adapter_fn, &a, N > 0 ? N : -1);
                     else engine_forward_backward(w->eng, &mb, &whole, uc->want_entropy, adapter_fn, &a, N > 0 ? N : -1, &st);
-                } else {
+                } else {   // the same kind of pass as the real ones (the same block requests on every rank)
                     engine_batch mb = {1, dummy_cu, &dummy_tok, &dummy_tgt, &dummy_mask};
-                    engine_forward_backward(w->eng, &mb, &whole, uc->want_entropy, zero_loss_fn, NULL, N > 0 ? N : 1, &st);
+                    if (w->head) value_forward_backward(w, &mb, zero_loss_fn, NULL, N > 0 ? N : 1);
+                    else engine_forward_backward(w->eng, &mb, &whole, uc->want_entropy, zero_loss_fn, NULL, N > 0 ? N : 1, &st);
                 }
                 if (fs) fsdp_end_pass(fs);
             }
             double norm;
             int finite;
-            if (fs) {
+            if (fs && w->head) {
+                engine_opt_result r = value_optimizer_step_sharded(w);
+                norm = r.grad_norm;
+                finite = r.finite;
+            } else if (fs) {
                 clip_result cr = fsdp_optimizer_step(fs, lr_schedule_current(&w->eng->sched), w->eng->cfg.clip_grad);
                 norm = cr.norm;
                 finite = cr.finite;

@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# test_ppo_dist.sh: PPO with a critic under mpirun -np 2 (skips without mpirun or in a build without MPI):
+#  - 2 ranks == 1 process after 2 steps: the actor's and the critic's weights to 1e-5, every metric to 1e-4 (the
+#    critic's backbone sharded as the actor's, its value head replicated with an all-reduced gradient);
+#  - a 2-rank checkpoint with a critic resumed by 1 process, and a 1-process one by 2 ranks, == an uninterrupted run;
+#  - the per-rank critic state is ~1/2 of one process's.
+set -u
+cd "$(dirname "$0")/.."
+B=${RLC_BUILD:-build}
+RLC=$B/rlc
+pass=0; fail=0
+ok() { echo "ok    $1"; pass=$((pass+1)); }
+bad() { echo "FAIL  $1"; fail=$((fail+1)); }
+if ! command -v mpirun >/dev/null; then echo "skip: mpirun not found"; echo "0 passed, 0 failed, 1 skipped"; exit 0; fi
+if ! nm "$RLC" 2>/dev/null | grep -q MPI_Init_thread; then
+  echo "skip: $RLC built without MPI"; echo "0 passed, 0 failed, 1 skipped"; exit 0; fi
+if [ "${RLC_SAN:-0}" = 1 ]; then export ASAN_OPTIONS=detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}; fi
+export OMP_NUM_THREADS=1
+G=$(mktemp -d "${TMPDIR:-/tmp}/rlc-ppo-dist-XXXXXX")
+trap 'rm -rf "$G"' EXIT
+"$RLC" gen-task --out "$G/sft.jsonl" --n 200 --seed 1 --format sft >/dev/null &&
+"$RLC" gen-task --out "$G/train.jsonl" --n 8 --seed 2 >/dev/null &&
+"$RLC" gen-task --out "$G/val.jsonl" --n 2 --seed 3 >/dev/null &&
+"$RLC" train-tokenizer --data "$G/sft.jsonl" --fields prompt,response --out "$G/tok" --vocab-size 300 >/dev/null || bad "fixture data"
+cat >"$G/config.json" <<'JSON'
+{"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "vocab_size": 320, "hidden_size": 32,
+ "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+ "head_dim": 8, "max_position_embeddings": 512, "rms_norm_eps": 1e-06, "rope_theta": 10000,
+ "tie_word_embeddings": true, "bos_token_id": null, "eos_token_id": 302, "hidden_act": "silu",
+ "attention_bias": false, "attention_dropout": 0.0, "use_sliding_window": false, "sliding_window": null,
+ "max_window_layers": 2, "initializer_range": 0.5, "torch_dtype": "float32"}
+JSON
+"$RLC" init --config "$G/config.json" --out "$G/m" --seed 3 --dtype f32 --tokenizer "$G/tok" >/dev/null || bad "fixture model"
+# lr 1e-3 for both models and responses of varied length (max 48): as tests/test_dist.sh explains, at larger lr AdamW
+# turns fp32 summation-order noise on near-zero gradients into weight differences above 1e-5.
+cat >"$G/base.yaml" <<Y
+data:
+  train_files: $G/train.jsonl
+  val_files: $G/val.jsonl
+  train_batch_size: 4
+  max_prompt_length: 256
+  max_response_length: 48
+  seed: 1
+actor_rollout_ref:
+  model: {path: $G/m}
+  actor:
+    optim: {lr: 1.0e-3}
+    ppo_mini_batch_size: 4
+    ppo_micro_batch_size_per_gpu: 2
+    use_kl_loss: true
+    kl_loss_coef: 0.1
+  rollout:
+    n: 4
+    temperature: 0.8
+critic:
+  optim: {lr: 1.0e-3}
+  ppo_mini_batch_size: 2
+  ppo_micro_batch_size_per_gpu: 2
+algorithm: {adv_estimator: gae, gamma: 0.99, lam: 0.95}
+custom_reward_function: {command: /usr/bin/python3 tests/py/grpo_reward.py}
+trainer:
+  total_epochs: 2
+  test_freq: -1
+  save_freq: 2
+  val_before_train: false
+  n_threads: 1
+Y
+# weights of global_step_STEP/{actor,critic} (max abs diff / max abs) and the metrics of steps >= FIRST at 1e-4
+# relative (+1e-9). Skipped as in tests/test_dist.sh: timings, memory, communication, per-rank partition sums, and
+# the micro-batch means whose composition depends on W (clip fractions, ppo_kl, vf_clipfrac, vpred_mean).
+cmp_py='
+import json, struct, sys, math, re
+def load(p):
+    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8+n]); out = {}
+    for k, v in h.items():
+        if k == "__metadata__": continue
+        s, e = v["data_offsets"]; out[k] = struct.unpack("<%df" % ((e - s) // 4), b[8+n+s:8+n+e])
+    return out
+a_dir, b_dir, step, first = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+errs = []
+for role in ("actor", "critic"):
+    wa = load("%s/global_step_%d/%s/model.safetensors" % (a_dir, step, role))
+    wb = load("%s/global_step_%d/%s/model.safetensors" % (b_dir, step, role))
+    assert wa.keys() == wb.keys(), role
+    den = max(max(abs(y) for y in wb[k]) for k in wb)
+    errs.append(max(max(abs(x - y) for x, y in zip(wa[k], wb[k])) for k in wa) / den)
+skip = re.compile(r"^(timing_s/|timing_per_token_ms/|perf/|actor/perf/|dist/|global_seqlen/|actor/pg_clipfrac|actor/ppo_kl|critic/vf_clipfrac|critic/vpred_mean|training/rollout_probs_diff_)")
+def rows(d):
+    return {int(o["training/global_step"]): o for o in map(json.loads, open(d + "/metrics.jsonl")) if o["training/global_step"] >= first}
+ma, mb = rows(a_dir), rows(b_dir)
+bad = [] if sorted(ma) == sorted(mb) else ["steps %s vs %s" % (sorted(ma), sorted(mb))]
+worst = 0.0; n = 0
+for s in ma:
+    x, y = ma[s], mb.get(s, {})
+    ka = {k for k in x if not skip.match(k)}; kb = {k for k in y if not skip.match(k)}
+    if ka != kb: bad.append("step %d keys differ: %s" % (s, sorted(ka ^ kb)))
+    for k in ka & kb:
+        u, v = x[k], y[k]; n += 1
+        if not isinstance(u, (int, float)) or not isinstance(v, (int, float)) or math.isnan(u) or math.isnan(v):
+            if repr(u) != repr(v): bad.append("step %d %s: %r vs %r" % (s, k, u, v))
+            continue
+        # whitened GAE advantages have unit scale: their mean, and pg_loss at ratio 1 (= -mean; actor/loss too while the
+        # KL is ~0), are cancellations to ~1e-8, compared at 1e-6 absolute (fp32 rounding of unit-scale values summed
+        # in another order)
+        atol = 1e-6 if k in ("critic/advantages/mean", "actor/pg_loss", "actor/loss") else 1e-9
+        if abs(u - v) > 1e-4 * abs(v) + atol: bad.append("step %d %s: %.9g vs %.9g" % (s, k, u, v))
+        if abs(v) > 1e-6: worst = max(worst, abs(u - v) / abs(v))
+print("weights rel err actor %.3g, critic %.3g; %d metric values of steps %s, worst rel diff %.3g%s" % (errs[0], errs[1], n,
+      sorted(ma), worst, "; " + "; ".join(bad[:6]) if bad else ""))
+sys.exit(0 if max(errs) <= 1e-5 and not bad and n > 0 else 1)'
+gtrain() {   # gtrain NP RUN [overrides]
+  local np=$1 run=$2; shift 2
+  if [ "$np" = 1 ]; then timeout 300 "$RLC" train "$G/base.yaml" trainer.default_local_dir="$G/$run" "$@" >"$G/$run.log" 2>&1
+  else timeout 300 mpirun --allow-run-as-root --oversubscribe -np "$np" --mca btl self,vader "$RLC" train "$G/base.yaml" \
+         trainer.default_local_dir="$G/$run" "$@" >"$G/$run.log" 2>&1; fi
+}
+gcheck() {   # gcheck NAME RUN_A RUN_B STEP FIRST_METRICS_STEP
+  if r=$(/usr/bin/python3 -c "$cmp_py" "$G/$2" "$G/$3" "$4" "$5" 2>&1); then ok "$1 ($r)"
+  else bad "$1: $r"; tail -5 "$G/$2.log"; fi
+}
+gtrain 1 one trainer.total_training_steps=2 || { bad "rlc train with a critic (1 process)"; tail "$G/one.log"; }
+gtrain 2 two trainer.total_training_steps=2 || { bad "mpirun -np 2 rlc train with a critic"; tail "$G/two.log"; }
+gcheck "2-rank PPO with a critic == 1 process after 2 steps: weights to 1e-5, metrics to 1e-4" two one 2 1
+# verl's dynamic batches for the critic's values pass and update (uneven micro-batch counts across the ranks: padding
+# passes of the value path)
+dyn="trainer.total_training_steps=2 critic.use_dynamic_bsz=true critic.ppo_max_token_len_per_gpu=320
+ critic.forward_max_token_len_per_gpu=320"
+gtrain 1 dyn1 $dyn && gtrain 2 dyn2 $dyn || bad "rlc train with a critic on dynamic batches"
+gcheck "2-rank PPO == 1 process, the critic on dynamic batches" dyn2 dyn1 2 1
+line=$(grep "rlc: dist: critic per rank" "$G/two.log")
+if r=$(/usr/bin/python3 -c '
+import re, sys
+m = re.search(r"sharded state ([0-9.]+) MiB \(params\+grads\+AdamW m,v; one process ([0-9.]+) MiB\)", sys.argv[1])
+s, u = float(m.group(1)), float(m.group(2))
+print("%.3f MiB x 2 ranks / %.3f MiB = %.3f" % (s, u, 2 * s / u)); sys.exit(0 if 0.95 < 2 * s / u < 1.1 else 1)' "$line" 2>&1)
+then ok "per-rank critic state is ~1/2 of one process's ($r)"; else bad "per-rank critic state: $r ($line)"; fi
+# cross-N resume with a critic: 4 steps straight vs 2 + resume + 2 (an epoch boundary in between)
+gtrain 1 c4 trainer.total_training_steps=4 || bad "4 PPO steps"
+cp -r "$G/two" "$G/r21" && cp -r "$G/one" "$G/r12"
+gtrain 1 r21 trainer.total_training_steps=4 && grep -q "resumed from global_step_2" "$G/r21.log" || { bad "1 process resuming the 2-rank checkpoint with a critic"; tail "$G/r21.log"; }
+gtrain 2 r12 trainer.total_training_steps=4 && grep -q "resumed from global_step_2" "$G/r12.log" || { bad "2 ranks resuming the 1-process checkpoint with a critic"; tail "$G/r12.log"; }
+gcheck "2-rank checkpoint with a critic resumed by 1 process == uninterrupted (steps 3-4)" r21 c4 4 3
+gcheck "1-process checkpoint with a critic resumed by 2 ranks == uninterrupted (steps 3-4)" r12 c4 4 3
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
