@@ -8,6 +8,7 @@
 //     (tests/py/ppo_step_ref.py): both models' updated weights, the losses, grad norms and metrics, and the critic
 //     checkpoint read on the torch side with token-classification names;
 //   - micro-batch invariance of the critic update; 4 steps = 2 steps + resume + 2 steps with a critic, bitwise;
+//   - trainer.critic_warmup with verl's 1-based step count;
 //   - gae with critic.enable=false is a one-line error.
 #include <math.h>
 #include <stdio.h>
@@ -452,6 +453,20 @@ static void test_resume(void) {
     cJSON_Delete(mb);
 }
 
+// trainer.critic_warmup counts verl's 1-based steps: k gives k - 1 critic-only steps (1: none).
+static void test_critic_warmup(void) {
+    int rc1 = train(NULL, "warm1", "trainer.total_training_steps=2 trainer.save_freq=-1 trainer.critic_warmup=1");
+    int rc2 = train(NULL, "warm2", "trainer.total_training_steps=2 trainer.save_freq=-1 trainer.critic_warmup=2");
+    TL_CHECK(rc1 == 0 && rc2 == 0, "critic_warmup runs (rc %d, %d)", rc1, rc2);
+    cJSON *a = metrics("warm1"), *b = metrics("warm2");
+    TL_CHECK(a && b && !isnan(mval(a, 0, "actor/grad_norm")) && !isnan(mval(a, 1, "actor/grad_norm")),
+             "critic_warmup=1: the actor is updated from the first step");
+    TL_CHECK(a && b && isnan(mval(b, 0, "actor/grad_norm")) && !isnan(mval(b, 0, "critic/grad_norm")) &&
+             !isnan(mval(b, 1, "actor/grad_norm")), "critic_warmup=2: one critic-only step, then the actor");
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+}
+
 static void test_errors(void) {
     int rc = train(NULL, "err_gae", "critic.enable=false");
     char *log = rlc_path_join(F, "err_gae.log");
@@ -497,6 +512,7 @@ int main(void) {
         TL_CHECK(make_fixture(), "fixture (gen-task, train-tokenizer, init)");
         if (F) {
             test_errors();
+            test_critic_warmup();
             test_ppo_oracle();
             test_critic_microbatch_invariance();
             test_resume();

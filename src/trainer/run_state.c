@@ -189,7 +189,6 @@ void run_state_load_critic_model(ppo_trainer *g, const char *dir) {
     value_head_init(&g->vhead, g->critic_mcfg.hidden_size, g->critic_mcfg.initializer_range, g->data_seed);
     int have_head;
     load_critic_weights(dir, &g->critic_params, &g->vhead, &have_head);
-    if (!have_head) memset(g->vhead.data + g->vhead.H, 0, sizeof(float));
 }
 
 static void load_critic_state(ppo_trainer *g, const char *dir) {

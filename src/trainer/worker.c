@@ -49,7 +49,7 @@ static void value_pass(worker *w, const engine_batch *b, float *values) {
     int32_t *pos = rlc_malloc(sizeof(int32_t) * (size_t)T);
     float *hidden = rlc_malloc(sizeof(float) * (size_t)(T * H));   // (T, H)
     decoder_batch qb = decoder_batch_of(b, pos);
-    decoder_forward(w->eng->model, NULL, &qb, hidden);
+    decoder_forward(w->model, NULL, &qb, hidden);
     value_head_forward(values, hidden, w->head->p, T, H);
     free(pos);
     free(hidden);
