@@ -2,7 +2,8 @@
 # test_ppo_dist.sh: PPO with a critic under mpirun -np 2 (skips without mpirun or in a build without MPI):
 #  - 2 ranks == 1 process after 2 steps: the actor's and the critic's weights to 1e-5, every metric to 1e-4 (the
 #    critic's backbone sharded as the actor's, its value head replicated with an all-reduced gradient);
-#  - a 2-rank checkpoint with a critic resumed by 1 process, and a 1-process one by 2 ranks, == an uninterrupted run;
+#  - a 2-rank checkpoint with a critic resumed by 1 process, and a 1-process one by 2 ranks, == the uninterrupted run
+#    it came from;
 #  - the per-rank critic state is ~1/2 of one process's.
 set -u
 cd "$(dirname "$0")/.."
@@ -134,12 +135,16 @@ m = re.search(r"sharded state ([0-9.]+) MiB \(params\+grads\+AdamW m,v; one proc
 s, u = float(m.group(1)), float(m.group(2))
 print("%.3f MiB x 2 ranks / %.3f MiB = %.3f" % (s, u, 2 * s / u)); sys.exit(0 if 0.95 < 2 * s / u < 1.1 else 1)' "$line" 2>&1)
 then ok "per-rank critic state is ~1/2 of one process's ($r)"; else bad "per-rank critic state: $r ($line)"; fi
-# cross-N resume with a critic: 4 steps straight vs 2 + resume + 2 (an epoch boundary in between)
+# cross-N resume with a critic: 2 steps + resume under the other rank count + 2 == the run the checkpoint came from,
+# straight to 4 steps (an epoch boundary in between). Each is compared with the straight run of its checkpoint's rank
+# count: step 3 then samples from the very same weights, whereas 1-process and 2-rank weights differ by rounding
+# (~1e-6), which can flip a sampled token and fork the runs (seen in the sanitizer build).
 gtrain 1 c4 trainer.total_training_steps=4 || bad "4 PPO steps"
+gtrain 2 c4two trainer.total_training_steps=4 || bad "4 PPO steps on 2 ranks"
 cp -r "$G/two" "$G/r21" && cp -r "$G/one" "$G/r12"
 gtrain 1 r21 trainer.total_training_steps=4 && grep -q "resumed from global_step_2" "$G/r21.log" || { bad "1 process resuming the 2-rank checkpoint with a critic"; tail "$G/r21.log"; }
 gtrain 2 r12 trainer.total_training_steps=4 && grep -q "resumed from global_step_2" "$G/r12.log" || { bad "2 ranks resuming the 1-process checkpoint with a critic"; tail "$G/r12.log"; }
-gcheck "2-rank checkpoint with a critic resumed by 1 process == uninterrupted (steps 3-4)" r21 c4 4 3
+gcheck "2-rank checkpoint with a critic resumed by 1 process == uninterrupted (steps 3-4)" r21 c4two 4 3
 gcheck "1-process checkpoint with a critic resumed by 2 ranks == uninterrupted (steps 3-4)" r12 c4 4 3
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
