@@ -143,6 +143,8 @@ static const cfg_entry k_schema[] = {
 
     {"critic.enable", CT_BOOL, O(critic.enable), "null", 1, 0, 1, NULL, "train a value model (null: iff algorithm.adv_estimator=gae)"},
     {"critic.model.path", CT_STR, O(critic.model.path), "null", 1, 0, 1, NULL, "HF checkpoint of the value model's backbone (null: the actor's)"},
+    {"critic.model.use_remove_padding", CT_BOOL, O(critic.model.use_remove_padding), "true", 1, 0, 0, NULL, "sequence packing (always on in rlc)"},
+    {"critic.model.enable_gradient_checkpointing", CT_BOOL, O(critic.model.enable_gradient_checkpointing), "true", 1, 0, 0, NULL, "recompute activations in backward (rlc: critic.activation_checkpoint)"},
     {"critic.optim.lr", CT_FLOAT, O(critic.optim.lr), "1e-5", 0, 1, 0, NULL, "critic AdamW learning rate"},
     {"critic.optim.weight_decay", CT_FLOAT, O(critic.optim.weight_decay), "0.01", 0, 10, 0, NULL, "critic AdamW decoupled weight decay"},
     {"critic.optim.betas", CT_FLOAT2, O(critic.optim.betas), "[0.9, 0.999]", 0, 0.999999999, 0, NULL, "critic AdamW betas [b1, b2]"},

@@ -125,7 +125,10 @@ typedef struct {
     } trainer;
     struct {                                   // PPO's value model (verl's critic.*; spec verl-ppo.md §1.7)
         int enable;                            // RLC_CFG_NULL_BOOL: on iff algorithm.adv_estimator=gae
-        struct { char *path; } model;          // nullable: the actor's checkpoint
+        struct {
+            char *path;                        // nullable: the actor's checkpoint
+            int use_remove_padding, enable_gradient_checkpointing;   // accepted as the actor's (critic.activation_checkpoint decides)
+        } model;
         struct {
             double lr, weight_decay, betas[2], eps, clip_grad;
             int64_t lr_warmup_steps;           // <= 0: from lr_warmup_steps_ratio
