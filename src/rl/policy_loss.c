@@ -99,6 +99,7 @@ void rl_loss_cfg_check(const rl_loss_cfg *c) {
             rlc_die("config: " PL "ppo_kl_coef: kl_cov needs >= 0, got %g", c->ppo_kl_coef);
         break;
     case RL_PG_DRO:
+        if (isnan(c->dro_beta)) rlc_die("config: " PL "dro_beta: dro needs a value > 0 (it is null)");
         if (!(c->dro_beta > 0)) rlc_die("config: " PL "dro_beta: dro needs a value > 0, got %g", c->dro_beta);
         break;
     case RL_PG_DPPO_TV:
