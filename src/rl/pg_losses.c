@@ -12,17 +12,40 @@
 static inline float clampf(float x, float lo, float hi) { return x < lo ? lo : (x > hi ? hi : x); }
 static inline float signf(float x) { return x > 0 ? 1.0f : (x < 0 ? -1.0f : 0.0f); }
 
-// Per-token buffers of one micro-batch plus verl's masked_mean accumulators of the three metrics.
+// One micro-batch's aggregation: per-row agg scales rs, so w[b,t] = mask*rs[b]; the loss and dlp are accumulated
+// token by token (pg_loss = sum w*L, dlp += w*dL, both times the IS weight), or, for the losses that revisit tokens
+// after a first pass (clip_cov, kl_cov), from per-token buffers at tok_finish. Plus verl's masked_mean sums of the
+// three metrics.
 typedef struct {
-    float *L, *dL;              // (B, T) loss and d/dlp at mask != 0 (0 elsewhere)
+    const rl_pg_in *in;
+    float *dlp;
+    double *rs;                 // (B) row scales of the aggregation
+    float *L, *dL;              // (B, T) buffered loss and d/dlp, or NULL (accumulated directly)
+    double loss;
     double s_clip, s_low, s_kl, s_m;
 } tok;
 
-static void tok_init(tok *k, const rl_pg_in *in) {
-    size_t n = (size_t)(in->B * in->T);
-    k->L = rlc_calloc(n ? n : 1, sizeof(float));
-    k->dL = rlc_calloc(n ? n : 1, sizeof(float));
-    k->s_clip = k->s_low = k->s_kl = k->s_m = 0;
+static void tok_init(tok *k, float *dlp, const rl_pg_in *in, rl_agg_mode mode, const rl_batch_info *gbi, int buffered) {
+    memset(k, 0, sizeof *k);
+    k->in = in;
+    k->dlp = dlp;
+    k->rs = rlc_malloc((size_t)(in->B ? in->B : 1) * sizeof(double));
+    rl_agg_row_scales(k->rs, in->mask, in->B, in->T, mode, gbi);
+    if (buffered) {
+        size_t n = (size_t)(in->B * in->T);
+        k->L = rlc_calloc(n ? n : 1, sizeof(float));
+        k->dL = rlc_calloc(n ? n : 1, sizeof(float));
+    }
+}
+
+// Token i (row b, mask != 0): its loss and derivative before the IS weight.
+static inline void tok_put(tok *k, int64_t b, int64_t i, float L, float dL) {
+    const rl_pg_in *in = k->in;
+    if (k->L) { k->L[i] = L; k->dL[i] = dL; return; }
+    if (in->is_w) { L *= in->is_w[i]; dL *= in->is_w[i]; }
+    float w = (float)(in->mask[i] * k->rs[b]);
+    k->loss += (double)w * L;
+    if (k->dlp) k->dlp[i] += w * dL;
 }
 
 // One token's metric flags, weighted by its mask value (masked_mean = sum(x*m) / (sum(m) + 1e-8)).
@@ -33,34 +56,20 @@ static inline void tok_metrics(tok *k, float m, double clip, double low, double 
     k->s_m += m;
 }
 
-// Multiply L and dL by the (detached) rollout IS weights, as every mode but geo_mean and bypass_mode does.
-static void tok_is(tok *k, const rl_pg_in *in) {
-    if (!in->is_w) return;
-    for (int64_t i = 0; i < in->B * in->T; i++)
-        if (in->mask[i] != 0) { k->L[i] *= in->is_w[i]; k->dL[i] *= in->is_w[i]; }
-}
-
-// agg_loss of L with weights w[b,t] = mask*row_scale: returns the loss, dlp += w*dL; frees the buffers and fills
-// the metrics that `present` names.
-static double tok_finish(tok *k, float *dlp, rl_pg_metrics *met, const rl_pg_in *in, rl_agg_mode mode,
-                         const rl_batch_info *gbi, unsigned present) {
-    const int64_t B = in->B, T = in->T;
-    double *rs = rlc_malloc((size_t)(B ? B : 1) * sizeof(double));
-    rl_agg_row_scales(rs, in->mask, B, T, mode, gbi);
-    double loss = 0;
-    for (int64_t b = 0; b < B; b++) {
-        double row = 0;
-        for (int64_t t = 0; t < T; t++) {
-            int64_t i = b * T + t;
-            float m = in->mask[i];
-            if (m == 0) continue;
-            float w = (float)(m * rs[b]);
-            row += (double)w * k->L[i];
-            if (dlp) dlp[i] += w * k->dL[i];
-        }
-        loss += row;
+// The aggregated loss (flushing the buffers if any); fills the metrics that `present` names and frees.
+static double tok_finish(tok *k, rl_pg_metrics *met, unsigned present) {
+    const rl_pg_in *in = k->in;
+    if (k->L) {
+        float *L = k->L, *dL = k->dL;
+        k->L = k->dL = NULL;
+        for (int64_t b = 0; b < in->B; b++)
+            for (int64_t t = 0; t < in->T; t++) {
+                int64_t i = b * in->T + t;
+                if (in->mask[i] != 0) tok_put(k, b, i, L[i], dL[i]);
+            }
+        free(L);
+        free(dL);
     }
-    free(rs);
     if (met) {
         double den = k->s_m + 1e-8;
         met->present = present;
@@ -68,9 +77,8 @@ static double tok_finish(tok *k, float *dlp, rl_pg_metrics *met, const rl_pg_in 
         met->ppo_kl = (present & RL_PGM_PPO_KL) ? k->s_kl / den : 0.0;
         met->pg_clipfrac_lower = (present & RL_PGM_CLIPFRAC_LOWER) ? k->s_low / den : 0.0;
     }
-    free(k->L);
-    free(k->dL);
-    return loss;
+    free(k->rs);
+    return k->loss;
 }
 
 // The first stage of PPO's clipped loss, max(-A r, -A clamp(r, lo, hi)), with its derivative w.r.t. r (gradient
@@ -84,22 +92,72 @@ static inline float ppo_clip_grad_r(float *Lc, int *clip, float A, float r, floa
     return gL1 * (-A) + ((r >= lo && r <= hi) ? gL2 * (-A) : 0.0f);
 }
 
+// Loop over the valid tokens of the micro-batch: row b, flat index i, mask value m.
+#define FOR_TOKENS(in)                                                   \
+    for (int64_t b = 0; b < (in)->B; b++)                                \
+        for (int64_t i = b * (in)->T, i_end = i + (in)->T; i < i_end; i++) \
+            for (float m = (in)->mask[i]; m != 0; m = 0)
+
 // --------------------------------------------------------------------------------------------------------------
-// vanilla (dual-clip PPO): rl_vanilla_tokens in policy_loss.c holds the one-token math.
+// vanilla (dual-clip PPO): one token's value (times the IS weight w), d/dlp and the two clip flags.
+static inline void vanilla_one(float *Lout, float *dLout, int *clip, int *clip_lower, float lpv, float oldv, float A,
+                               float w, float lo, float hi, float c) {
+    float x = lpv - oldv;
+    float d = clampf(x, -20.0f, 20.0f);
+    float r = expf(d);
+    float L1 = -A * r;
+    float rc = clampf(r, lo, hi);
+    float L2 = -A * rc;
+    float Lc = L1 > L2 ? L1 : L2;   // torch.maximum (no NaNs here)
+    float L3 = -A * c;
+    int neg = A < 0;
+    float Lf = neg ? (L3 < Lc ? L3 : Lc) : Lc;
+    *Lout = Lf * w;
+    *clip = L2 > L1;
+    *clip_lower = (Lc > L3) && neg;
+    // backward of: where(A<0, min(L3, Lc), Lc) * w
+    float gLc = w;
+    if (neg) gLc = Lc < L3 ? w : (Lc == L3 ? 0.5f * w : 0.0f);
+    float gL1 = L1 > L2 ? gLc : (L1 == L2 ? 0.5f * gLc : 0.0f);
+    float gL2 = L2 > L1 ? gLc : (L1 == L2 ? 0.5f * gLc : 0.0f);
+    float gr = gL1 * (-A) + ((r >= lo && r <= hi) ? gL2 * (-A) : 0.0f);
+    float gd = gr * r;
+    *dLout = (x >= -20.0f && x <= 20.0f) ? gd : 0.0f;
+}
+
+void rl_vanilla_tokens(float *L, float *dL, uint8_t *clip, uint8_t *clip_lower, const float *lp, const float *old,
+                       const float *adv, const float *is_w, int64_t n, const rl_clip *cfg) {
+    if (!(cfg->clip_ratio_c > 1.0))
+        rlc_die("actor.clip_ratio_c: the dual-clip constant must be > 1.0, got %g", cfg->clip_ratio_c);
+    const float lo = (float)(1.0 - cfg->clip_ratio_low), hi = (float)(1.0 + cfg->clip_ratio_high);
+    const float c = (float)cfg->clip_ratio_c;
+    for (int64_t i = 0; i < n; i++) {
+        float Lv, dv;
+        int cl, cll;
+        vanilla_one(&Lv, &dv, &cl, &cll, lp[i], old[i], adv[i], is_w ? is_w[i] : 1.0f, lo, hi, c);
+        if (L) L[i] = Lv;
+        if (dL) dL[i] = dv;
+        if (clip) clip[i] = (uint8_t)cl;
+        if (clip_lower) clip_lower[i] = (uint8_t)cll;
+    }
+}
+
 double rl_pg_vanilla(float *dlp, rl_pg_metrics *met, const rl_pg_in *in, const rl_loss_cfg *cfg, rl_agg_mode mode,
                      const rl_batch_info *gbi) {
+    if (!(cfg->clip.clip_ratio_c > 1.0))
+        rlc_die("actor.clip_ratio_c: the dual-clip constant must be > 1.0, got %g", cfg->clip.clip_ratio_c);
+    const float lo = (float)(1.0 - cfg->clip.clip_ratio_low), hi = (float)(1.0 + cfg->clip.clip_ratio_high);
+    const float c = (float)cfg->clip.clip_ratio_c;
     tok k;
-    tok_init(&k, in);
-    for (int64_t i = 0; i < in->B * in->T; i++) {
-        float m = in->mask[i];
-        if (m == 0) continue;
-        uint8_t cl, cll;
-        rl_vanilla_tokens(k.L + i, k.dL + i, &cl, &cll, in->lp + i, in->old + i, in->adv + i,
-                          in->is_w ? in->is_w + i : NULL, 1, &cfg->clip);
-        float d = clampf(in->lp[i] - in->old[i], -20.0f, 20.0f);
-        tok_metrics(&k, m, cl, cll, -(double)d);
+    tok_init(&k, dlp, in, mode, gbi, 0);
+    FOR_TOKENS(in) {
+        float L, dL;
+        int cl, cll;
+        vanilla_one(&L, &dL, &cl, &cll, in->lp[i], in->old[i], in->adv[i], 1.0f, lo, hi, c);
+        tok_put(&k, b, i, L, dL);
+        tok_metrics(&k, m, cl, cll, -(double)clampf(in->lp[i] - in->old[i], -20.0f, 20.0f));
     }
-    return tok_finish(&k, dlp, met, in, mode, gbi, RL_PGM_ALL);
+    return tok_finish(&k, met, RL_PGM_ALL);
 }
 
 // gspo: the sequence log-ratio S = sum(d*m)/max(sum m, 1) on every token, gradient only through the token's own lp
@@ -108,7 +166,7 @@ double rl_pg_gspo(float *dlp, rl_pg_metrics *met, const rl_pg_in *in, const rl_l
                   const rl_batch_info *gbi) {
     const float lo = (float)(1.0 - cfg->clip.clip_ratio_low), hi = (float)(1.0 + cfg->clip.clip_ratio_high);
     tok k;
-    tok_init(&k, in);
+    tok_init(&k, dlp, in, mode, gbi, 0);
     for (int64_t b = 0; b < in->B; b++) {
         const int64_t o = b * in->T;
         double sd = 0, sm = 0;
@@ -119,41 +177,34 @@ double rl_pg_gspo(float *dlp, rl_pg_metrics *met, const rl_pg_in *in, const rl_l
         float S = (float)(sd / (sm > 1.0 ? sm : 1.0));
         float s = expf(S < 10.0f ? S : 10.0f);
         float ds = S <= 10.0f ? s : 0.0f;   // clamp(max=10) passes the gradient at 10
-        for (int64_t t = 0; t < in->T; t++) {
-            int64_t i = o + t;
+        for (int64_t i = o; i < o + in->T; i++) {
             float m = in->mask[i];
             if (m == 0) continue;
             float Lc;
             int cl;
             float gr = ppo_clip_grad_r(&Lc, &cl, in->adv[i], s, lo, hi, 1.0f);
-            k.L[i] = Lc;
-            k.dL[i] = gr * ds;
+            tok_put(&k, b, i, Lc, gr * ds);
             tok_metrics(&k, m, cl, 0, -(double)(in->lp[i] - in->old[i]));
         }
     }
-    tok_is(&k, in);
-    return tok_finish(&k, dlp, met, in, mode, gbi, RL_PGM_ALL);
+    return tok_finish(&k, met, RL_PGM_ALL);
 }
 
 // sapo: a soft gate sigmoid(tau (r - 1)) * 4 / tau instead of clipping; tau = tau_pos for A > 0, else tau_neg.
 double rl_pg_sapo(float *dlp, rl_pg_metrics *met, const rl_pg_in *in, const rl_loss_cfg *cfg, rl_agg_mode mode,
                   const rl_batch_info *gbi) {
     tok k;
-    tok_init(&k, in);
-    for (int64_t i = 0; i < in->B * in->T; i++) {
-        float m = in->mask[i];
-        if (m == 0) continue;
+    tok_init(&k, dlp, in, mode, gbi, 0);
+    FOR_TOKENS(in) {
         float A = in->adv[i], x = in->lp[i] - in->old[i];
         float d = clampf(x, -20.0f, 20.0f), r = expf(d);
         float tau = (float)(A > 0 ? cfg->tau_pos : cfg->tau_neg);
         float sg = 1.0f / (1.0f + expf(-tau * (r - 1.0f)));
-        k.L[i] = -(sg * (4.0f / tau)) * A;
         float g = -A * (4.0f / tau) * (sg * (1.0f - sg)) * tau * r;
-        k.dL[i] = (x >= -20.0f && x <= 20.0f) ? g : 0.0f;
+        tok_put(&k, b, i, -(sg * (4.0f / tau)) * A, (x >= -20.0f && x <= 20.0f) ? g : 0.0f);
         tok_metrics(&k, m, 0, 0, -(double)d);
     }
-    tok_is(&k, in);
-    return tok_finish(&k, dlp, met, in, mode, gbi, RL_PGM_ALL);
+    return tok_finish(&k, met, RL_PGM_ALL);
 }
 
 // gpg: plain policy gradient -lp*A; verl returns no metrics for it.
@@ -161,14 +212,12 @@ double rl_pg_gpg(float *dlp, rl_pg_metrics *met, const rl_pg_in *in, const rl_lo
                  const rl_batch_info *gbi) {
     (void)cfg;
     tok k;
-    tok_init(&k, in);
-    for (int64_t i = 0; i < in->B * in->T; i++) {
-        if (in->mask[i] == 0) continue;
-        k.L[i] = -in->lp[i] * in->adv[i];
-        k.dL[i] = -in->adv[i];
+    tok_init(&k, dlp, in, mode, gbi, 0);
+    FOR_TOKENS(in) {
+        (void)m;
+        tok_put(&k, b, i, -in->lp[i] * in->adv[i], -in->adv[i]);
     }
-    tok_is(&k, in);
-    return tok_finish(&k, dlp, met, in, mode, gbi, 0);
+    return tok_finish(&k, met, 0);
 }
 
 // splitmix64: the stream clip_cov draws its subset from.
@@ -195,17 +244,14 @@ double rl_pg_clip_cov(float *dlp, rl_pg_metrics *met, const rl_pg_in *in, const 
     const int64_t n = in->B * in->T;
     const float lo = (float)(1.0 - cfg->clip.clip_ratio_low), hi = (float)(1.0 + cfg->clip.clip_ratio_high);
     tok k;
-    tok_init(&k, in);
+    tok_init(&k, dlp, in, mode, gbi, 1);
     double sa = 0, sl = 0, sm = 0;
-    for (int64_t i = 0; i < n; i++) {
-        float m = in->mask[i];
-        if (m != 0) { sa += (double)in->adv[i] * m; sl += (double)in->lp[i] * m; sm += m; }
-    }
+    FOR_TOKENS(in) { sa += (double)in->adv[i] * m; sl += (double)in->lp[i] * m; sm += m; (void)b; }
     const float mA = (float)(sa / (sm + 1e-8)), mL = (float)(sl / (sm + 1e-8));
     int64_t *cand = rlc_malloc((size_t)(n ? n : 1) * sizeof(int64_t)), nc = 0;
     uint8_t *drop = rlc_calloc((size_t)(n ? n : 1), 1);
-    for (int64_t i = 0; i < n; i++) {
-        if (in->mask[i] == 0) continue;
+    FOR_TOKENS(in) {
+        (void)b; (void)m;
         float r = expf(in->lp[i] - in->old[i]);
         int cl;
         k.dL[i] = ppo_clip_grad_r(&k.L[i], &cl, in->adv[i], r, lo, hi, 1.0f) * r;
@@ -221,16 +267,15 @@ double rl_pg_clip_cov(float *dlp, rl_pg_metrics *met, const rl_pg_in *in, const 
         int64_t tmp = cand[j]; cand[j] = cand[r]; cand[r] = tmp;
         drop[cand[j]] = 1;
     }
-    for (int64_t i = 0; i < n; i++) {
-        float m = in->mask[i];
-        if (in->selected) in->selected[i] = drop[i];
-        if (m == 0) continue;
+    if (in->selected) memcpy(in->selected, drop, (size_t)n);
+    FOR_TOKENS(in) {
+        (void)b;
         if (drop[i]) { k.L[i] = 0.0f; k.dL[i] = 0.0f; }
         tok_metrics(&k, m, drop[i], 0, -(double)(in->lp[i] - in->old[i]));
     }
-    free(cand); free(drop);
-    tok_is(&k, in);
-    return tok_finish(&k, dlp, met, in, mode, gbi, RL_PGM_CLIPFRAC | RL_PGM_PPO_KL);
+    free(cand);
+    free(drop);
+    return tok_finish(&k, met, RL_PGM_CLIPFRAC | RL_PGM_PPO_KL);
 }
 
 typedef struct { float cov; int64_t idx; } cov_item;
@@ -247,14 +292,13 @@ double rl_pg_kl_cov(float *dlp, rl_pg_metrics *met, const rl_pg_in *in, const rl
     const int64_t n = in->B * in->T;
     const float coef = (float)cfg->ppo_kl_coef;
     tok k;
-    tok_init(&k, in);
+    tok_init(&k, dlp, in, mode, gbi, 1);
     cov_item *it = rlc_malloc((size_t)(n ? n : 1) * sizeof(cov_item));
     int64_t nv = 0;
     double sa = 0, sl = 0;
-    for (int64_t i = 0; i < n; i++) {
-        float m = in->mask[i];
-        if (in->selected) in->selected[i] = 0;
-        if (m == 0) continue;
+    if (in->selected) memset(in->selected, 0, (size_t)n);
+    FOR_TOKENS(in) {
+        (void)b;
         float d = in->lp[i] - in->old[i], r = expf(d);
         k.L[i] = -in->adv[i] * r;
         k.dL[i] = -in->adv[i] * r;
@@ -279,8 +323,7 @@ double rl_pg_kl_cov(float *dlp, rl_pg_metrics *met, const rl_pg_in *in, const rl
         }
     }
     free(it);
-    tok_is(&k, in);
-    return tok_finish(&k, dlp, met, in, mode, gbi, RL_PGM_PPO_KL);
+    return tok_finish(&k, met, RL_PGM_PPO_KL);
 }
 
 // geo_mean (GMPO): per sequence -mean_m(A) * exp(mean_m(d')), d' capped on the log ratio on the advantage's side;
@@ -293,12 +336,11 @@ double rl_pg_geo_mean(float *dlp, rl_pg_metrics *met, const rl_pg_in *in, const 
     for (int64_t b = 0; b < in->B; b++) {
         const int64_t o = b * in->T;
         double sd = 0, sm = 0, sa = 0, slw = 0;
-        for (int64_t t = 0; t < in->T; t++) {
-            int64_t i = o + t;
+        for (int64_t i = o; i < o + in->T; i++) {
             float m = in->mask[i];
+            if (m == 0) continue;
             float A = in->adv[i], d = in->lp[i] - in->old[i];
             float dp = A > 0 ? (d < ehi ? d : ehi) : (A < 0 ? (d > -elo ? d : -elo) : 0.0f);
-            if (m == 0) continue;
             sd += (double)dp * m; sm += m; sa += (double)A * m;
             if (in->is_w) slw += (double)logf(in->is_w[i] + 1e-10f) * m;
             int clipped = d != clampf(d, -elo, ehi);
@@ -311,10 +353,9 @@ double rl_pg_geo_mean(float *dlp, rl_pg_metrics *met, const rl_pg_in *in, const 
         float r = expf((float)(sd / den)), Ah = (float)(sa / den);
         float sw = in->is_w ? expf((float)(slw / den)) : 1.0f;
         loss += (double)(-Ah * r * sw);
-        if (!dlp || in->B == 0) continue;
+        if (!dlp) continue;
         float g = (float)(-(double)Ah * r * sw / (double)in->B / den);
-        for (int64_t t = 0; t < in->T; t++) {
-            int64_t i = o + t;
+        for (int64_t i = o; i < o + in->T; i++) {
             float m = in->mask[i];
             if (m == 0) continue;
             float A = in->adv[i], d = in->lp[i] - in->old[i];
@@ -336,17 +377,13 @@ double rl_pg_dro(float *dlp, rl_pg_metrics *met, const rl_pg_in *in, const rl_lo
                  const rl_batch_info *gbi) {
     const float beta = (float)cfg->dro_beta;
     tok k;
-    tok_init(&k, in);
-    for (int64_t i = 0; i < in->B * in->T; i++) {
-        float m = in->mask[i];
-        if (m == 0) continue;
+    tok_init(&k, dlp, in, mode, gbi, 0);
+    FOR_TOKENS(in) {
         float A = in->adv[i], d = in->lp[i] - in->old[i];
-        k.L[i] = -(in->lp[i] * A - 0.5f * beta * (d * d));
-        k.dL[i] = -A + beta * d;
+        tok_put(&k, b, i, -(in->lp[i] * A - 0.5f * beta * (d * d)), -A + beta * d);
         tok_metrics(&k, m, 0, 0, -(double)d);
     }
-    tok_is(&k, in);
-    return tok_finish(&k, dlp, met, in, mode, gbi, RL_PGM_PPO_KL);
+    return tok_finish(&k, met, RL_PGM_PPO_KL);
 }
 
 // cispo: -sg(clamp(r, 1-eps_lo, 1+eps_hi)) * A * lp: the clipped ratio weights a plain policy gradient.
@@ -354,18 +391,14 @@ double rl_pg_cispo(float *dlp, rl_pg_metrics *met, const rl_pg_in *in, const rl_
                    const rl_batch_info *gbi) {
     const float lo = (float)(1.0 - cfg->clip.clip_ratio_low), hi = (float)(1.0 + cfg->clip.clip_ratio_high);
     tok k;
-    tok_init(&k, in);
-    for (int64_t i = 0; i < in->B * in->T; i++) {
-        float m = in->mask[i];
-        if (m == 0) continue;
+    tok_init(&k, dlp, in, mode, gbi, 0);
+    FOR_TOKENS(in) {
         float A = in->adv[i], d = clampf(in->lp[i] - in->old[i], -20.0f, 20.0f), r = expf(d);
         float c = clampf(r, lo, hi);
-        k.L[i] = -c * A * in->lp[i];
-        k.dL[i] = -c * A;
+        tok_put(&k, b, i, -c * A * in->lp[i], -c * A);
         tok_metrics(&k, m, r != c, 0, -(double)d);
     }
-    tok_is(&k, in);
-    return tok_finish(&k, dlp, met, in, mode, gbi, RL_PGM_ALL);
+    return tok_finish(&k, met, RL_PGM_ALL);
 }
 
 // dppo_tv / dppo_kl: -A * sg(min(r, C)) * lp on the tokens whose divergence from the old policy (total variation
@@ -375,10 +408,8 @@ static double dppo(float *dlp, rl_pg_metrics *met, const rl_pg_in *in, const rl_
     const float elo = (float)cfg->clip.clip_ratio_low, ehi = (float)cfg->clip.clip_ratio_high;
     const float C = (float)cfg->clip.clip_ratio_c;
     tok k;
-    tok_init(&k, in);
-    for (int64_t i = 0; i < in->B * in->T; i++) {
-        float m = in->mask[i];
-        if (m == 0) continue;
+    tok_init(&k, dlp, in, mode, gbi, 0);
+    FOR_TOKENS(in) {
         float A = in->adv[i], lp = in->lp[i], old = in->old[i];
         float d = clampf(lp - old, -20.0f, 20.0f), r = expf(d);
         float w = r < C ? r : C;
@@ -390,12 +421,10 @@ static double dppo(float *dlp, rl_pg_metrics *met, const rl_pg_in *in, const rl_
             float bkl = po * (old - lp) + (1.0f - po) * logf((1.0f - po + 1e-8f) / (1.0f - p + 1e-8f));
             valid = A > 0 ? (bkl <= ehi || p <= po) : (bkl <= elo || p >= po);
         }
-        k.L[i] = -A * w * lp * (float)valid;
-        k.dL[i] = -A * w * (float)valid;
+        tok_put(&k, b, i, -A * w * lp * (float)valid, -A * w * (float)valid);
         tok_metrics(&k, m, 1 - valid, (r > C) && valid, -(double)d);
     }
-    tok_is(&k, in);
-    return tok_finish(&k, dlp, met, in, mode, gbi, RL_PGM_ALL);
+    return tok_finish(&k, met, RL_PGM_ALL);
 }
 double rl_pg_dppo_tv(float *dlp, rl_pg_metrics *met, const rl_pg_in *in, const rl_loss_cfg *cfg, rl_agg_mode mode,
                      const rl_batch_info *gbi) {
@@ -411,26 +440,23 @@ double rl_pg_dppo_kl(float *dlp, rl_pg_metrics *met, const rl_pg_in *in, const r
 // per token or summed over the sequence (rollout_is null: w = 1).
 double rl_pg_bypass_mode(float *dlp, rl_pg_metrics *met, const rl_pg_in *in, const rl_loss_cfg *cfg,
                          rl_agg_mode mode, const rl_batch_info *gbi) {
-    if (cfg->rc_loss_type == RL_RC_PPO_CLIP) {
-        rl_pg_in v = *in;
-        v.is_w = NULL;
-        return rl_pg_vanilla(dlp, met, &v, cfg, mode, gbi);
-    }
+    rl_pg_in v = *in;
+    v.is_w = NULL;
+    if (cfg->rc_loss_type == RL_RC_PPO_CLIP) return rl_pg_vanilla(dlp, met, &v, cfg, mode, gbi);
     const float thr = (float)cfg->rc_is_threshold;
     tok k;
-    tok_init(&k, in);
+    tok_init(&k, dlp, &v, mode, gbi, 0);
     for (int64_t b = 0; b < in->B; b++) {
         const int64_t o = b * in->T;
         float wseq = 1.0f;
         if (cfg->rc_is == RL_RC_IS_SEQUENCE) {
             double s = 0;
-            for (int64_t t = 0; t < in->T; t++)
-                if (in->mask[o + t] != 0) s += (double)(in->lp[o + t] - in->old[o + t]) * in->mask[o + t];
+            for (int64_t i = o; i < o + in->T; i++)
+                if (in->mask[i] != 0) s += (double)(in->lp[i] - in->old[i]) * in->mask[i];
             float e = expf(clampf((float)s, -20.0f, 20.0f));
             wseq = e < thr ? e : thr;
         }
-        for (int64_t t = 0; t < in->T; t++) {
-            int64_t i = o + t;
+        for (int64_t i = o; i < o + in->T; i++) {
             float m = in->mask[i];
             if (m == 0) continue;
             float w = wseq;
@@ -438,10 +464,9 @@ double rl_pg_bypass_mode(float *dlp, rl_pg_metrics *met, const rl_pg_in *in, con
                 float e = expf(clampf(in->lp[i] - in->old[i], -20.0f, 20.0f));
                 w = e < thr ? e : thr;
             }
-            k.L[i] = -in->adv[i] * in->lp[i] * w;
-            k.dL[i] = -in->adv[i] * w;
+            tok_put(&k, b, i, -in->adv[i] * in->lp[i] * w, -in->adv[i] * w);
             tok_metrics(&k, m, 0, 0, (double)(in->old[i] - in->lp[i]));
         }
     }
-    return tok_finish(&k, dlp, met, in, mode, gbi, RL_PGM_PPO_KL);
+    return tok_finish(&k, met, RL_PGM_PPO_KL);
 }

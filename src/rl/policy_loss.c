@@ -118,49 +118,6 @@ void rl_loss_cfg_check(const rl_loss_cfg *c) {
     }
 }
 
-// One token of the vanilla loss: value (times is_w), d/dlp, and the two clip flags.
-static inline float clampf(float x, float lo, float hi) { return x < lo ? lo : (x > hi ? hi : x); }
-static inline void vanilla_one(float *Lout, float *dLout, int *clip, int *clip_lower, float lpv, float oldv, float A,
-                               float w, float lo, float hi, float c) {
-    float x = lpv - oldv;
-    float d = clampf(x, -20.0f, 20.0f);
-    float r = expf(d);
-    float L1 = -A * r;
-    float rc = clampf(r, lo, hi);
-    float L2 = -A * rc;
-    float Lc = L1 > L2 ? L1 : L2;   // torch.maximum (no NaNs here)
-    float L3 = -A * c;
-    int neg = A < 0;
-    float Lf = neg ? (L3 < Lc ? L3 : Lc) : Lc;
-    *Lout = Lf * w;
-    *clip = L2 > L1;
-    *clip_lower = (Lc > L3) && neg;
-    // backward of: where(A<0, min(L3, Lc), Lc) * w
-    float gLc = w;
-    if (neg) gLc = Lc < L3 ? w : (Lc == L3 ? 0.5f * w : 0.0f);
-    float gL1 = L1 > L2 ? gLc : (L1 == L2 ? 0.5f * gLc : 0.0f);
-    float gL2 = L2 > L1 ? gLc : (L1 == L2 ? 0.5f * gLc : 0.0f);
-    float gr = gL1 * (-A) + ((r >= lo && r <= hi) ? gL2 * (-A) : 0.0f);
-    float gd = gr * r;
-    *dLout = (x >= -20.0f && x <= 20.0f) ? gd : 0.0f;
-}
-
-void rl_vanilla_tokens(float *L, float *dL, uint8_t *clip, uint8_t *clip_lower, const float *lp, const float *old,
-                       const float *adv, const float *is_w, int64_t n, const rl_clip *cfg) {
-    check_clip(cfg);
-    const float lo = (float)(1.0 - cfg->clip_ratio_low), hi = (float)(1.0 + cfg->clip_ratio_high);
-    const float c = (float)cfg->clip_ratio_c;
-    for (int64_t i = 0; i < n; i++) {
-        float Lv, dv;
-        int cl, cll;
-        vanilla_one(&Lv, &dv, &cl, &cll, lp[i], old[i], adv[i], is_w ? is_w[i] : 1.0f, lo, hi, c);
-        if (L) L[i] = Lv;
-        if (dL) dL[i] = dv;
-        if (clip) clip[i] = (uint8_t)cl;
-        if (clip_lower) clip_lower[i] = (uint8_t)cll;
-    }
-}
-
 double rl_policy_loss_vanilla(float *dlp, rl_pg_metrics *met, const float *lp, const float *old, const float *adv,
                               const float *mask, const float *is_w, int64_t B, int64_t T, const rl_clip *cfg,
                               rl_agg_mode mode, const rl_batch_info *gbi) {
@@ -168,7 +125,6 @@ double rl_policy_loss_vanilla(float *dlp, rl_pg_metrics *met, const float *lp, c
     rl_loss_cfg_defaults(&c);
     c.clip = *cfg;
     c.agg = mode;
-    check_clip(cfg);
     rl_pg_in in = {lp, old, adv, mask, is_w, B, T, NULL};
     rl_pg_metrics m;
     double loss = rl_pg_vanilla(dlp, &m, &in, &c, mode, gbi);
