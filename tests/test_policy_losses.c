@@ -209,10 +209,67 @@ static void test_registry_and_errors(void) {
     TL_CHECK(rl_pg_losses[RL_PG_SAPO].forced_agg == RL_AGG_SEQ_MEAN_TOKEN_MEAN, "sapo forces seq-mean-token-mean");
 }
 
+// With the global batch info (N tokens, G sequences of the mini-batch) the losses that aggregate per token or per
+// sequence give the same summed loss and gradient whether the mini-batch is one micro-batch or four; geo_mean
+// (its own per-micro-batch mean) and clip_cov/kl_cov (micro-batch covariance statistics) are micro-batch-local
+// in verl too. Also: clip_cov's subset repeats for the same seed.
+static void test_microbatch_invariance(void) {
+    tl_rng r;
+    tl_rng_init(&r, 11);
+    float lp[N], old[N], adv[N], mask[N];
+    double msum = 0;
+    for (int i = 0; i < N; i++) {
+        lp[i] = -3 * tl_uniform(&r, 0, 1) - 0.01f;
+        old[i] = lp[i] + 0.6f * (tl_uniform(&r, 0, 1) - 0.5f);
+        adv[i] = tl_normal(&r, 1);
+        mask[i] = (i % T) < ((i / T) * 7) % T + 1;
+        msum += mask[i];
+    }
+    for (int m = 0; m < RL_PG_N_MODES; m++) {
+        if (m == RL_PG_GEO_MEAN || m == RL_PG_CLIP_COV || m == RL_PG_KL_COV) continue;
+        for (int ag = 0; ag < 5; ag++) {
+            rl_loss_cfg cfg;
+            rl_loss_cfg_defaults(&cfg);
+            cfg.mode = (rl_pg_mode)m;
+            cfg.agg = (rl_agg_mode)ag;
+            cfg.dro_beta = 0.1;
+            cfg.rc_loss_type = RL_RC_REINFORCE;
+            cfg.rc_is = RL_RC_IS_SEQUENCE;
+            rl_batch_info gbi = {1, msum, (double)B, 64.0};
+            float g1[N] = {0}, g4[N] = {0};
+            rl_pg_in in = {lp, old, adv, mask, NULL, B, T, NULL};
+            double full = rl_policy_loss(g1, NULL, &in, &cfg, &gbi), sum = 0;
+            for (int b0 = 0; b0 < B; b0 += 2) {
+                int64_t o = (int64_t)b0 * T;
+                rl_pg_in part = {lp + o, old + o, adv + o, mask + o, NULL, 2, T, NULL};
+                sum += rl_policy_loss(g4 + o, NULL, &part, &cfg, &gbi);
+            }
+            char nm[128];
+            snprintf(nm, sizeof nm, "%s/%s: 4 micro-batches = 1", rl_pg_losses[m].name, rl_agg_mode_name((rl_agg_mode)ag));
+            // the same per-token fp32 terms, summed in a different grouping (double)
+            TL_CHECK(fabs(full - sum) <= 1e-6 * (fabs(full) > 1e-3 ? fabs(full) : 1e-3), "%s: loss %.9g vs %.9g", nm, full, sum);
+            tl_check_close(nm, g4, g1, N, 1e-6);
+        }
+    }
+    rl_loss_cfg cfg;
+    rl_loss_cfg_defaults(&cfg);
+    cfg.mode = RL_PG_CLIP_COV;
+    cfg.clip_cov_lb = -10; cfg.clip_cov_ub = 10; cfg.clip_cov_ratio = 0.05;
+    uint8_t s1[N], s2[N];
+    rl_pg_in in = {lp, old, adv, mask, NULL, B, T, s1};
+    rl_policy_loss(NULL, NULL, &in, &cfg, NULL);
+    in.selected = s2;
+    rl_policy_loss(NULL, NULL, &in, &cfg, NULL);
+    int nsel = 0;
+    for (int i = 0; i < N; i++) nsel += s1[i];
+    TL_CHECK(!memcmp(s1, s2, N) && nsel == (int)(0.05 * msum), "clip_cov: same seed, same %d dropped tokens", nsel);
+}
+
 int main(int argc, char **argv) {
     (void)argc; (void)argv;
     test_registry_and_errors();
     test_onpolicy_identity();
+    test_microbatch_invariance();
     if (!tl_have_torch()) {
         tl_skip("torch not importable under /usr/bin/python3: reference cases skipped");
         return tl_summary();
