@@ -29,7 +29,11 @@ int main(int argc, char **argv) {
         ent[i] = u;
         mask[i] = 1;
     }
-    rl_loss_cfg cfg = {{0.2, 0.2, 3.0}, RL_AGG_TOKEN_MEAN, 0.01, 1, 0.001, {RL_KL_K3, 0}};
+    rl_loss_cfg cfg;
+    rl_loss_cfg_defaults(&cfg);   // vanilla, token-mean, clip 0.2/0.2/3.0
+    cfg.entropy_coeff = 0.01;
+    cfg.use_kl_loss = 1;
+    cfg.kl_loss_type = (rl_kl_type){RL_KL_K3, 0};
     rl_loss_out o;
     double t[R];
     for (int r = 0; r < R; r++) {

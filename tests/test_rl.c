@@ -118,7 +118,14 @@ static void test_policy_loss(void) {
     for (int ci = 0; ci < 2; ci++)
         for (int mi = 0; mi < 5; mi++)
             for (int wi = 0; wi < 2; wi++) {
-                rl_loss_cfg cfg = {{0.2, 0.28, 3.0}, (rl_agg_mode)mi, 0.01, 1, 0.1, {RL_KL_K3, 0}};
+                rl_loss_cfg cfg;
+                rl_loss_cfg_defaults(&cfg);
+                cfg.clip = (rl_clip){0.2, 0.28, 3.0};
+                cfg.agg = (rl_agg_mode)mi;
+                cfg.entropy_coeff = 0.01;
+                cfg.use_kl_loss = 1;
+                cfg.kl_loss_coef = 0.1;
+                cfg.kl_loss_type = (rl_kl_type){RL_KL_K3, 0};
                 memset(glp, 0, n * sizeof(float));
                 memset(gent, 0, n * sizeof(float));
                 rl_loss_out o;
@@ -226,7 +233,12 @@ static void test_microbatch_invariance(void) {
     }
     for (int mi = 0; mi < 5; mi++) {
         rl_batch_info gbi = {1, N, G, mi == RL_AGG_SEQ_MEAN_TOKEN_SUM_NORM ? 64.0 : 0};
-        rl_loss_cfg cfg = {{0.2, 0.2, 3.0}, (rl_agg_mode)mi, 0.01, 1, 0.001, {RL_KL_K3, 0}};
+        rl_loss_cfg cfg;
+        rl_loss_cfg_defaults(&cfg);
+        cfg.agg = (rl_agg_mode)mi;
+        cfg.entropy_coeff = 0.01;
+        cfg.use_kl_loss = 1;
+        cfg.kl_loss_type = (rl_kl_type){RL_KL_K3, 0};
         float g1[96] = {0}, e1[96] = {0}, g4[96] = {0}, e4[96] = {0};
         rl_loss_out o;
         rl_ppo_loss(&o, g1, e1, lp, old, ref, adv, ent, mask, NULL, B, T, &cfg, &gbi);

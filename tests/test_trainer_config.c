@@ -1,5 +1,6 @@
 // test_trainer_config.c: the trainer's YAML config: defaults, nested YAML + dotted overrides, round trip of the
-// resolved YAML, and the one-line errors (unknown key with a suggestion, type, range, enum, YAML syntax).
+// resolved YAML, and the one-line errors (unknown key with a suggestion, type, range, enum, YAML syntax), the
+// policy-loss and DAPO keys.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -287,6 +288,135 @@ static void test_examples(void) {
     }
 }
 
+// Several ';'-separated overrides, then finalize (the cross-key checks).
+static void finalize_with_list(void *arg) {
+    char *list = rlc_strdup((const char *)arg), *save = NULL;
+    rlc_train_config c;
+    rlc_config_init(&c);
+    rlc_config_override(&c, "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8");
+    rlc_config_override(&c, "actor_rollout_ref.rollout.n=2");   // no singleton-group warning before the error
+    for (char *kv = strtok_r(list, ";", &save); kv; kv = strtok_r(NULL, ";", &save)) rlc_config_override(&c, kv);
+    rlc_config_finalize(&c);
+    rlc_config_free(&c);
+    free(list);
+}
+
+// The policy-loss keys, DAPO's keys, their defaults (verl's), typed views and one-line errors.
+static void test_loss_and_dapo_keys(void) {
+    rlc_train_config c;
+    rlc_config_init(&c);
+    rlc_config_override(&c, "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8");
+    rlc_config_finalize(&c);
+    const __typeof__(c.actor_rollout_ref.actor) *a = &c.actor_rollout_ref.actor;
+    TL_CHECK(!strcmp(a->policy_loss.loss_mode, "vanilla") && a->policy_loss.clip_cov_ratio == 2e-4 &&
+                 a->policy_loss.clip_cov_lb == 1.0 && a->policy_loss.clip_cov_ub == 5.0 &&
+                 a->policy_loss.kl_cov_ratio == 2e-4 && a->policy_loss.ppo_kl_coef == 0.1 &&
+                 isnan(a->policy_loss.dro_beta) && a->tau_pos == 1.0 && a->tau_neg == 1.05,
+             "policy-loss defaults");
+    TL_CHECK(!c.algorithm.filter_groups.enable && !c.algorithm.filter_groups.metric &&
+                 c.algorithm.filter_groups.max_num_gen_batches == 0 && c.data.gen_batch_size == RLC_CFG_NULL &&
+                 !c.reward_model.overlong_buffer.enable && c.reward_model.overlong_buffer.len == 0 &&
+                 c.reward_model.overlong_buffer.penalty_factor == 0.0,
+             "DAPO defaults");
+    dapo_accumulator acc;
+    dapo_overlong_cfg ol;
+    int64_t gbs = 0;
+    rlc_config_dapo(&c, &acc, &ol, &gbs);
+    TL_CHECK(gbs == c.data.train_batch_size && !acc.enable && !ol.enable && ol.max_resp_len == 512,
+             "gen_batch_size null -> train_batch_size");
+    rlc_config_free(&c);
+
+    rlc_config_init(&c);
+    rlc_config_load_yaml_text(&c,
+                              "actor_rollout_ref:\n  actor:\n    ppo_micro_batch_size_per_gpu: 8\n    tau_pos: 2.0\n"
+                              "    policy_loss:\n      loss_mode: sapo\n      kl_cov_ratio: 0.01\n"
+                              "algorithm:\n  filter_groups:\n    enable: true\n    metric: acc\n    max_num_gen_batches: 3\n"
+                              "data:\n  gen_batch_size: 3000\nreward_model:\n  overlong_buffer:\n    enable: true\n"
+                              "    len: 128\n    penalty_factor: 0.5\n",
+                              "sapo.yaml");
+    rlc_config_finalize(&c);
+    rl_loss_cfg lc;
+    rlc_config_loss_cfg(&c, &lc);
+    TL_CHECK(lc.mode == RL_PG_SAPO && lc.tau_pos == 2.0 && lc.tau_neg == 1.05 && lc.kl_cov_ratio == 0.01,
+             "loss cfg view: sapo, tau_pos 2.0");
+    rlc_config_dapo(&c, &acc, &ol, &gbs);
+    TL_CHECK(acc.enable && acc.max_num_gen_batches == 3 && acc.train_batch_size == 1024 && gbs == 3000 &&
+                 ol.enable && ol.len == 128 && ol.penalty_factor == 0.5,
+             "DAPO view");
+    char *y = rlc_config_to_yaml(&c);
+    TL_CHECK(strstr(y, "  filter_groups:\n    enable: true\n    metric: \"acc\"\n") != NULL &&
+                 strstr(y, "reward_model:\n  overlong_buffer:\n    enable: true\n") != NULL,
+             "resolved YAML nests the new keys");
+    rlc_train_config d;
+    rlc_config_init(&d);
+    rlc_config_load_yaml_text(&d, y, "resolved");
+    rlc_config_finalize(&d);
+    char *y2 = rlc_config_to_yaml(&d);
+    TL_CHECK(!strcmp(y, y2), "resolved YAML round trip with the new keys");
+    free(y); free(y2);
+    rlc_config_free(&d);
+    rlc_config_free(&c);
+
+    expect_die("unknown loss mode", apply_override, "actor_rollout_ref.actor.policy_loss.loss_mode=ppo2",
+               (const char *[]){"actor_rollout_ref.actor.policy_loss.loss_mode", "'ppo2'",
+                                "vanilla|gspo|sapo|gpg|clip_cov|kl_cov|geo_mean|dro|cispo|dppo_tv|dppo_kl|bypass_mode", NULL});
+    expect_die("dro without beta", finalize_with_list, "actor_rollout_ref.actor.policy_loss.loss_mode=dro",
+               (const char *[]){"actor_rollout_ref.actor.policy_loss.dro_beta", "> 0", NULL});
+    expect_die("dro beta <= 0", apply_override, "actor_rollout_ref.actor.policy_loss.dro_beta=0",
+               (const char *[]){"dro_beta", "out of range", NULL});
+    expect_die("clip_cov lb >= ub", finalize_with_list,
+               "actor_rollout_ref.actor.policy_loss.loss_mode=clip_cov;actor_rollout_ref.actor.policy_loss.clip_cov_lb=6",
+               (const char *[]){"clip_cov_lb", "clip_cov_ub", NULL});
+    expect_die("clip_cov_ratio > 1", apply_override, "actor_rollout_ref.actor.policy_loss.clip_cov_ratio=1.5",
+               (const char *[]){"clip_cov_ratio", "out of range", NULL});
+    expect_die("kl_cov_ratio 0", apply_override, "actor_rollout_ref.actor.policy_loss.kl_cov_ratio=0",
+               (const char *[]){"kl_cov_ratio", "out of range", NULL});
+    expect_die("ppo_kl_coef < 0", apply_override, "actor_rollout_ref.actor.policy_loss.ppo_kl_coef=-1",
+               (const char *[]){"ppo_kl_coef", "out of range", NULL});
+    expect_die("tau_neg 0", apply_override, "actor_rollout_ref.actor.tau_neg=0",
+               (const char *[]){"actor_rollout_ref.actor.tau_neg", "out of range", NULL});
+    expect_die("rollout_is enum", apply_override, "algorithm.rollout_correction.rollout_is=geometric",
+               (const char *[]){"algorithm.rollout_correction.rollout_is", "'geometric'", "token|sequence", NULL});
+    expect_die("filter without metric", finalize_with_list, "algorithm.filter_groups.enable=true",
+               (const char *[]){"algorithm.filter_groups.metric", "must be set", NULL});
+    expect_die("max_num_gen_batches < 0", apply_override, "algorithm.filter_groups.max_num_gen_batches=-1",
+               (const char *[]){"max_num_gen_batches", "out of range", NULL});
+    expect_die("gen_batch_size 0", apply_override, "data.gen_batch_size=0",
+               (const char *[]){"data.gen_batch_size", "out of range", NULL});
+    expect_die("overlong len 0", finalize_with_list, "reward_model.overlong_buffer.enable=true",
+               (const char *[]){"reward_model.overlong_buffer.len", "[1, data.max_response_length=512]", NULL});
+    expect_die("overlong len > max_response_length", finalize_with_list,
+               "reward_model.overlong_buffer.enable=true;reward_model.overlong_buffer.len=600",
+               (const char *[]){"reward_model.overlong_buffer.len", "got 600", NULL});
+    expect_die("penalty < 0", apply_override, "reward_model.overlong_buffer.penalty_factor=-0.5",
+               (const char *[]){"penalty_factor", "out of range", NULL});
+
+    // the DAPO and GSPO examples load and resolve to the recipes' values
+    const char *ex[] = {"examples/dapo_gsm8k_qwen2.5_0.5b.yaml", "examples/gspo_gsm8k_qwen2.5_0.5b.yaml"};
+    for (int i = 0; i < 2; i++) {
+        if (!rlc_file_exists(ex[i])) { TL_CHECK(0, "%s missing", ex[i]); continue; }
+        rlc_config_init(&c);
+        rlc_config_load_yaml(&c, ex[i]);
+        rlc_config_override(&c, "actor_rollout_ref.model.path=/models/Qwen2.5-0.5B");
+        rlc_config_finalize(&c);
+        rlc_config_loss_cfg(&c, &lc);
+        if (i == 0) {
+            rlc_config_dapo(&c, &acc, &ol, &gbs);
+            TL_CHECK(lc.mode == RL_PG_VANILLA && lc.clip.clip_ratio_low == 0.2 && lc.clip.clip_ratio_high == 0.28 &&
+                         acc.enable && acc.metric_f32 && acc.max_num_gen_batches == 10 && gbs == 96 &&
+                         acc.train_batch_size == 32 && acc.n == 4 && ol.enable && ol.len == 128 &&
+                         ol.penalty_factor == 1.0 && ol.max_resp_len == 512,
+                     "%s: DAPO recipe values", ex[i]);
+        } else {
+            TL_CHECK(lc.mode == RL_PG_GSPO && lc.clip.clip_ratio_low == 3e-4 && lc.clip.clip_ratio_high == 4e-4 &&
+                         lc.agg == RL_AGG_SEQ_MEAN_TOKEN_MEAN && !lc.use_kl_loss &&
+                         c.actor_rollout_ref.rollout.n == 16,
+                     "%s: GSPO values", ex[i]);
+        }
+        rlc_config_free(&c);
+    }
+}
+
 int main(void) {
     g_tmp = tl_tmpdir("cfg");
     test_defaults();
@@ -295,6 +425,7 @@ int main(void) {
     test_errors();
     test_examples();
     test_reward_keys();
+    test_loss_and_dapo_keys();
     tl_system("rm -rf %s", g_tmp);
     free(g_tmp);
     return tl_summary();

@@ -47,6 +47,7 @@ static const cfg_entry k_schema[] = {
     {"data.prompt_key", CT_STR, O(data.prompt_key), "prompt", 1, 0, 0, NULL, "row field holding the chat messages"},
     {"data.chat_template", CT_STR, O(data.chat_template), "null", 1, 0, 1, NULL, "Jinja chat template file replacing the checkpoint's (null: the checkpoint's own)"},
     {"data.reward_fn_key", CT_STR, O(data.reward_fn_key), "data_source", 1, 0, 0, NULL, "row field selecting the reward function"},
+    {"data.gen_batch_size", CT_INT, O(data.gen_batch_size), "null", 1, 1e9, 1, NULL, "prompts per generated batch with algorithm.filter_groups (null: train_batch_size)"},
 
     {AR "model.path", CT_STR, O(actor_rollout_ref.model.path), "null", 1, 0, 1, NULL, "HF checkpoint directory of the policy, or a hub id (ORG/NAME) in the local HF cache"},
     {AR "model.use_remove_padding", CT_BOOL, O(actor_rollout_ref.model.use_remove_padding), "true", 1, 0, 0, NULL, "sequence packing (always on in rlc)"},
@@ -73,7 +74,7 @@ static const cfg_entry k_schema[] = {
     {AR "actor.shuffle", CT_BOOL, O(actor_rollout_ref.actor.shuffle), "false", 1, 0, 0, NULL, "shuffle sequences into mini-batches"},
     {AR "actor.data_loader_seed", CT_INT, O(actor_rollout_ref.actor.data_loader_seed), "42", 0, 4294967295.0, 0, NULL, "mini-batch shuffle seed"},
     {AR "actor.clip_ratio", CT_FLOAT, O(actor_rollout_ref.actor.clip_ratio), "0.2", 0, 1, 0, NULL, "PPO clip epsilon"},
-    {AR "actor.clip_ratio_low", CT_FLOAT, O(actor_rollout_ref.actor.clip_ratio_low), "null", 0, 1, 1, NULL, "lower clip epsilon (null: clip_ratio)"},
+    {AR "actor.clip_ratio_low", CT_FLOAT, O(actor_rollout_ref.actor.clip_ratio_low), "null", 0, 100, 1, NULL, "lower clip epsilon (null: clip_ratio; > 1: no lower bound, as cispo's 10)"},
     {AR "actor.clip_ratio_high", CT_FLOAT, O(actor_rollout_ref.actor.clip_ratio_high), "null", 0, 100, 1, NULL, "upper clip epsilon (null: clip_ratio)"},
     {AR "actor.clip_ratio_c", CT_FLOAT, O(actor_rollout_ref.actor.clip_ratio_c), "3.0", 1.0000001, 1e6, 0, NULL, "dual-clip constant (> 1)"},
     {AR "actor.loss_agg_mode", CT_STR, O(actor_rollout_ref.actor.loss_agg_mode), "token-mean", 1, 0, 0, k_agg_choices, "loss aggregation"},
@@ -83,7 +84,15 @@ static const cfg_entry k_schema[] = {
     {AR "actor.use_kl_loss", CT_BOOL, O(actor_rollout_ref.actor.use_kl_loss), "false", 1, 0, 0, NULL, "add kl_loss_coef * KL(policy, ref) to the loss"},
     {AR "actor.kl_loss_coef", CT_FLOAT, O(actor_rollout_ref.actor.kl_loss_coef), "0.001", 0, 1e6, 0, NULL, "KL loss coefficient"},
     {AR "actor.kl_loss_type", CT_STR, O(actor_rollout_ref.actor.kl_loss_type), "low_var_kl", 1, 0, 0, k_kl_choices, "KL estimator of the loss"},
-    {AR "actor.policy_loss.loss_mode", CT_STR, O(actor_rollout_ref.actor.policy_loss.loss_mode), "vanilla", 1, 0, 0, "vanilla", "policy loss"},
+    {AR "actor.policy_loss.loss_mode", CT_STR, O(actor_rollout_ref.actor.policy_loss.loss_mode), "vanilla", 1, 0, 0, "vanilla|gspo|sapo|gpg|clip_cov|kl_cov|geo_mean|dro|cispo|dppo_tv|dppo_kl|bypass_mode", "policy loss (verl's registry; docs/algorithms.md)"},
+    {AR "actor.policy_loss.clip_cov_ratio", CT_FLOAT, O(actor_rollout_ref.actor.policy_loss.clip_cov_ratio), "0.0002", 1e-12, 1, 0, NULL, "clip_cov: fraction of tokens whose gradient is dropped"},
+    {AR "actor.policy_loss.clip_cov_lb", CT_FLOAT, O(actor_rollout_ref.actor.policy_loss.clip_cov_lb), "1.0", -1e30, 1e30, 0, NULL, "clip_cov: covariance lower bound of the candidates"},
+    {AR "actor.policy_loss.clip_cov_ub", CT_FLOAT, O(actor_rollout_ref.actor.policy_loss.clip_cov_ub), "5.0", -1e30, 1e30, 0, NULL, "clip_cov: covariance upper bound of the candidates"},
+    {AR "actor.policy_loss.kl_cov_ratio", CT_FLOAT, O(actor_rollout_ref.actor.policy_loss.kl_cov_ratio), "0.0002", 1e-12, 1, 0, NULL, "kl_cov: fraction of tokens given the KL penalty"},
+    {AR "actor.policy_loss.ppo_kl_coef", CT_FLOAT, O(actor_rollout_ref.actor.policy_loss.ppo_kl_coef), "0.1", 0, 1e6, 0, NULL, "kl_cov: coefficient of |lp - old| on the selected tokens"},
+    {AR "actor.policy_loss.dro_beta", CT_FLOAT, O(actor_rollout_ref.actor.policy_loss.dro_beta), "null", 1e-30, 1e30, 1, NULL, "dro: quadratic penalty beta (required for dro)"},
+    {AR "actor.tau_pos", CT_FLOAT, O(actor_rollout_ref.actor.tau_pos), "1.0", 1e-12, 1e6, 0, NULL, "sapo: gate temperature for positive advantages"},
+    {AR "actor.tau_neg", CT_FLOAT, O(actor_rollout_ref.actor.tau_neg), "1.05", 1e-12, 1e6, 0, NULL, "sapo: gate temperature for negative advantages"},
     {AR "actor.activation_checkpoint", CT_STR, O(actor_rollout_ref.actor.activation_checkpoint), "selective", 1, 0, 0, "none|selective|full", "activation checkpointing"},
 
     {AR "ref.log_prob_micro_batch_size_per_gpu", CT_INT, O(actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu), "null", 1, 1e9, 1, NULL, "sequences per ref log-prob micro-batch"},
@@ -119,6 +128,12 @@ static const cfg_entry k_schema[] = {
     {"algorithm.kl_ctrl.kl_coef", CT_FLOAT, O(algorithm.kl_ctrl.kl_coef), "0.001", 0, 1e6, 0, NULL, "initial beta"},
     {"algorithm.kl_ctrl.horizon", CT_INT, O(algorithm.kl_ctrl.horizon), "10000", 1, 1e12, 0, NULL, "adaptive controller horizon"},
     {"algorithm.kl_ctrl.target_kl", CT_FLOAT, O(algorithm.kl_ctrl.target_kl), "0.1", 1e-30, 1e6, 0, NULL, "adaptive controller target"},
+    {"algorithm.filter_groups.enable", CT_BOOL, O(algorithm.filter_groups.enable), "false", 1, 0, 0, NULL, "DAPO dynamic sampling: drop groups whose metric is equal across the group"},
+    {"algorithm.filter_groups.metric", CT_STR, O(algorithm.filter_groups.metric), "null", 1, 0, 1, NULL, "filter metric: acc | score | seq_reward | seq_final_reward | a reward key"},
+    {"algorithm.filter_groups.max_num_gen_batches", CT_INT, O(algorithm.filter_groups.max_num_gen_batches), "0", 0, 1e12, 0, NULL, "generated batches per step before giving up (0: unlimited)"},
+    {"algorithm.rollout_correction.rollout_is", CT_STR, O(algorithm.rollout_correction.rollout_is), "null", 1, 0, 1, "token|sequence", "bypass_mode: IS weights per token or sequence (null: none)"},
+    {"algorithm.rollout_correction.rollout_is_threshold", CT_FLOAT, O(algorithm.rollout_correction.rollout_is_threshold), "2.0", 1e-30, 1e30, 0, NULL, "bypass_mode: IS weight cap"},
+    {"algorithm.rollout_correction.loss_type", CT_STR, O(algorithm.rollout_correction.loss_type), "ppo_clip", 1, 0, 0, "ppo_clip|reinforce", "bypass_mode: the loss on rollout log-probs"},
 
     {"trainer.total_epochs", CT_INT, O(trainer.total_epochs), "30", 1, 1e9, 0, NULL, "epochs over the training data"},
     {"trainer.total_training_steps", CT_INT, O(trainer.total_training_steps), "null", 1, 1e12, 1, NULL, "steps (null: len(train)//train_batch_size*total_epochs)"},
@@ -174,6 +189,11 @@ static const cfg_entry k_schema[] = {
     {"custom_reward_function.python", CT_STR, O(custom_reward_function.python), "python3", 1, 0, 0, NULL, "interpreter that runs custom_reward_function.path (rlc)"},
     {"custom_reward_function.command", CT_STR, O(custom_reward_function.command), "null", 1, 0, 1, NULL, "external reward process speaking JSONL on stdin/stdout (rlc)"},
     {"custom_reward_function.timeout_s", CT_FLOAT, O(custom_reward_function.timeout_s), "60", 0.001, 1e9, 0, NULL, "seconds to wait for each reward reply (rlc)"},
+
+    {"reward_model.overlong_buffer.enable", CT_BOOL, O(reward_model.overlong_buffer.enable), "false", 1, 0, 0, NULL, "DAPO overlong reward shaping"},
+    {"reward_model.overlong_buffer.len", CT_INT, O(reward_model.overlong_buffer.len), "0", 0, 1048576, 0, NULL, "tokens before max_response_length where the penalty starts"},
+    {"reward_model.overlong_buffer.penalty_factor", CT_FLOAT, O(reward_model.overlong_buffer.penalty_factor), "0.0", 0, 1e6, 0, NULL, "penalty reached at max_response_length"},
+    {"reward_model.overlong_buffer.log", CT_BOOL, O(reward_model.overlong_buffer.log), "false", 1, 0, 0, NULL, "report overlong_reward / overlong with the reward metrics"},
 };
 #define N_SCHEMA ((int)(sizeof k_schema / sizeof k_schema[0]))
 
@@ -644,6 +664,17 @@ void rlc_config_finalize(rlc_train_config *c) {
         rlc_warn("algorithm.adv_estimator=grpo with actor_rollout_ref.rollout.n=1: every group is a singleton");
     if (c->actor_rollout_ref.rollout.val_kwargs.n > 1 && !c->actor_rollout_ref.rollout.val_kwargs.do_sample)
         rlc_warn("rollout.val_kwargs.n > 1 with do_sample=false repeats the same greedy answer");
+    // policy loss parameters and DAPO (one line naming the key each)
+    rl_loss_cfg lc;
+    rlc_config_loss_cfg(c, &lc);
+    rl_loss_cfg_check(&lc);
+    if (c->algorithm.filter_groups.enable && !c->algorithm.filter_groups.metric)
+        rlc_die("config: algorithm.filter_groups.metric must be set when algorithm.filter_groups.enable=true "
+                "(acc, score, seq_reward, seq_final_reward or a reward key)");
+    const __typeof__(c->reward_model.overlong_buffer) *ob = &c->reward_model.overlong_buffer;
+    if (ob->enable && !(ob->len > 0 && ob->len <= c->data.max_response_length))
+        rlc_die("config: reward_model.overlong_buffer.len: must be in [1, data.max_response_length=%lld] when "
+                "enabled, got %lld", (long long)c->data.max_response_length, (long long)ob->len);
 }
 
 void rlc_config_from_args(rlc_train_config *c, const char *yaml_path, int n_overrides, char **overrides) {
@@ -786,6 +817,34 @@ void rlc_config_loss_cfg(const rlc_train_config *c, rl_loss_cfg *out) {
     out->use_kl_loss = a->use_kl_loss;
     out->kl_loss_coef = a->kl_loss_coef;
     out->kl_loss_type = kl_of(a->kl_loss_type, "actor_rollout_ref.actor.kl_loss_type");
+    out->mode = rl_pg_mode_from_name(a->policy_loss.loss_mode, "actor_rollout_ref.actor.policy_loss.loss_mode");
+    out->tau_pos = a->tau_pos;
+    out->tau_neg = a->tau_neg;
+    out->clip_cov_ratio = a->policy_loss.clip_cov_ratio;
+    out->clip_cov_lb = a->policy_loss.clip_cov_lb;
+    out->clip_cov_ub = a->policy_loss.clip_cov_ub;
+    out->kl_cov_ratio = a->policy_loss.kl_cov_ratio;
+    out->ppo_kl_coef = a->policy_loss.ppo_kl_coef;
+    out->dro_beta = a->policy_loss.dro_beta;
+    out->seed = (uint64_t)a->data_loader_seed;
+    const char *ris = c->algorithm.rollout_correction.rollout_is;
+    out->rc_is = !ris ? RL_RC_IS_NONE : (!strcmp(ris, "token") ? RL_RC_IS_TOKEN : RL_RC_IS_SEQUENCE);
+    out->rc_is_threshold = c->algorithm.rollout_correction.rollout_is_threshold;
+    out->rc_loss_type = !strcmp(c->algorithm.rollout_correction.loss_type, "reinforce") ? RL_RC_REINFORCE : RL_RC_PPO_CLIP;
+}
+
+void rlc_config_dapo(const rlc_train_config *c, dapo_accumulator *acc, dapo_overlong_cfg *overlong,
+                     int64_t *gen_batch_size) {
+    const __typeof__(c->algorithm.filter_groups) *f = &c->algorithm.filter_groups;
+    if (acc)
+        dapo_accumulator_init(acc, f->enable, f->metric, c->data.train_batch_size, c->actor_rollout_ref.rollout.n,
+                              f->max_num_gen_batches);
+    if (overlong) {
+        const __typeof__(c->reward_model.overlong_buffer) *ob = &c->reward_model.overlong_buffer;
+        *overlong = (dapo_overlong_cfg){ob->enable, ob->len, ob->penalty_factor, c->data.max_response_length, ob->log};
+    }
+    if (gen_batch_size)
+        *gen_batch_size = c->data.gen_batch_size == RLC_CFG_NULL ? c->data.train_batch_size : c->data.gen_batch_size;
 }
 
 void rlc_config_adv_cfg(const rlc_train_config *c, rl_adv_cfg *out) {

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "rl/advantage.h"
+#include "rl/dapo.h"
 #include "rl/kl.h"
 #include "rl/policy_loss.h"
 
@@ -35,6 +36,7 @@ typedef struct {
         int filter_overlong_prompts;
         char *prompt_key, *reward_fn_key;
         char *chat_template;                  // nullable: a Jinja file replacing the checkpoint's chat template
+        int64_t gen_batch_size;               // nullable: prompts per generated batch (DAPO; null: train_batch_size)
     } data;
     struct {
         struct {
@@ -65,7 +67,13 @@ typedef struct {
             int calculate_entropy, use_kl_loss;
             double kl_loss_coef;
             char *kl_loss_type;
-            struct { char *loss_mode; } policy_loss;
+            struct {
+                char *loss_mode;               // a name of rl_pg_losses (vanilla, gspo, ...)
+                double clip_cov_ratio, clip_cov_lb, clip_cov_ub;   // clip_cov
+                double kl_cov_ratio, ppo_kl_coef;                  // kl_cov
+                double dro_beta;                                   // dro (nullable: NAN; must be > 0 for dro)
+            } policy_loss;
+            double tau_pos, tau_neg;           // sapo gate temperatures
             char *activation_checkpoint;       // none | selective | full
         } actor;
         struct {
@@ -104,6 +112,16 @@ typedef struct {
             int64_t horizon;
             double target_kl;
         } kl_ctrl;
+        struct {
+            int enable;                        // DAPO dynamic sampling
+            char *metric;                      // nullable: acc | score | seq_reward | seq_final_reward | a reward key
+            int64_t max_num_gen_batches;       // <= 0: unlimited
+        } filter_groups;
+        struct {
+            char *rollout_is;                  // nullable: token | sequence (bypass_mode's IS weights)
+            double rollout_is_threshold;
+            char *loss_type;                   // ppo_clip | reinforce (bypass_mode)
+        } rollout_correction;
     } algorithm;
     struct {
         int64_t total_epochs;
@@ -158,6 +176,14 @@ typedef struct {
         char *command;                         // nullable: external reward process (JSONL over stdin/stdout)
         double timeout_s;
     } custom_reward_function;
+    struct {
+        struct {
+            int enable;                        // DAPO overlong reward shaping
+            int64_t len;                       // buffer tokens before max_response_length
+            double penalty_factor;             // penalty at max_response_length
+            int log;                           // add overlong_reward / overlong to the reward metrics
+        } overlong_buffer;
+    } reward_model;
 } rlc_train_config;
 
 void rlc_config_init(rlc_train_config *c);   // every key at its default
@@ -190,6 +216,11 @@ char *rlc_config_reward_command(const rlc_train_config *c);
 
 // Typed views for the RL modules (call after finalize).
 void rlc_config_loss_cfg(const rlc_train_config *c, rl_loss_cfg *out);
+// DAPO: the dynamic-sampling accumulator for one step (algorithm.filter_groups, data.train_batch_size,
+// rollout.n) and the overlong penalty (reward_model.overlong_buffer, max_resp_len = data.max_response_length).
+// *gen_batch_size = data.gen_batch_size, or train_batch_size when null.
+void rlc_config_dapo(const rlc_train_config *c, dapo_accumulator *acc, dapo_overlong_cfg *overlong,
+                     int64_t *gen_batch_size);
 void rlc_config_adv_cfg(const rlc_train_config *c, rl_adv_cfg *out);
 rl_kl_type rlc_config_kl_penalty(const rlc_train_config *c);   // algorithm.kl_penalty
 void rlc_config_kl_ctrl(const rlc_train_config *c, rl_kl_ctrl *out);
