@@ -19,7 +19,7 @@ void tm_raise(tm_ctx *c, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    rlc_sb_puts(c->err, buf);
+    tm_puts(c->err, buf);
     longjmp(c->jmp, 1);
 }
 
@@ -240,7 +240,7 @@ static tv do_slice(tm_ctx *c, tv obj, tv *parts) {
             return tv_str(b, (size_t)(e - b));
         }
         rlc_strbuf sb = {0};
-        for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) rlc_sb_append(&sb, cl->v[i].u.s, cl->v[i].n);
+        for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) tm_put(&sb, cl->v[i].u.s, cl->v[i].n);
         tv r = tv_str(tm_strndup(&c->arena, sb.s ? sb.s : "", sb.n), sb.n);
         rlc_sb_free(&sb);
         return r;
@@ -367,7 +367,7 @@ static tv add_chain(tm_ctx *c, tm_scope *s, tnode *n, rlc_strbuf *direct) {
             if (len > TM_MAX_STRING) tm_raise(c, "string longer than %zu bytes", TM_MAX_STRING);
         }
         if (direct) {
-            for (int j = 0; j < np; j++) rlc_sb_append(direct, part_small[j].u.s, part_small[j].n);
+            for (int j = 0; j < np; j++) tm_put(direct, part_small[j].u.s, part_small[j].n);
             return tv_none();
         }
         char *p = tm_alloc_raw(&c->arena, len + 1), *q = p;
@@ -384,7 +384,7 @@ static tv add_chain(tm_ctx *c, tm_scope *s, tnode *n, rlc_strbuf *direct) {
         acc = binop(c, OP_ADD, acc, b);
     }
     if (direct) {
-        if (acc.kind == TV_STR) rlc_sb_append(direct, acc.u.s, acc.n);
+        if (acc.kind == TV_STR) tm_put(direct, acc.u.s, acc.n);
         else tm_to_str(c, acc, direct);
         return tv_none();
     }
@@ -581,14 +581,14 @@ static void exec_node(tm_ctx *c, tm_scope *s, tnode *n) {
     if (++c->steps > TM_MAX_STEPS) tm_raise(c, "the template ran more than %lld statements", TM_MAX_STEPS);
     if (c->out->n > TM_MAX_STRING) tm_raise(c, "the output is longer than %zu bytes", TM_MAX_STRING);
     switch (n->type) {
-    case N_DATA: rlc_sb_append(c->out, n->str, n->slen); return;
+    case N_DATA: tm_put(c->out, n->str, n->slen); return;
     case N_OUTPUT: {
         if (n->a->type == N_BINOP && n->a->op == OP_ADD) {
             add_chain(c, s, n->a, c->out);
             return;
         }
         tv v = tm_eval(c, s, n->a);
-        if (v.kind == TV_STR) rlc_sb_append(c->out, v.u.s, v.n);
+        if (v.kind == TV_STR) tm_put(c->out, v.u.s, v.n);
         else tm_to_str(c, v, c->out);
         return;
     }
@@ -621,7 +621,7 @@ static void exec_node(tm_ctx *c, tm_scope *s, tnode *n) {
         tm_args a;
         eval_args(c, s, call, &a, NULL);
         tv r = tm_call_macro(c, fn.u.fn, &a, n->b, s);
-        rlc_sb_append(c->out, r.u.s, r.n);
+        tm_put(c->out, r.u.s, r.n);
         return;
     }
     case N_FILTERBLOCK: {
@@ -650,6 +650,12 @@ int rlc_tmpl_render_vars(const rlc_tmpl *t, int nv, const char *const *names, co
                          rlc_strbuf *out, rlc_strbuf *err) {
     tm_ctx *c = rlc_malloc(sizeof *c);
     memset(c, 0, offsetof(tm_ctx, live));
+    // the first 16 KB of values live on this stack frame: most renders then make no heap chunk at all
+    union { tm_chunk ch; unsigned char b[sizeof(tm_chunk) + 16384]; } first;
+    first.ch.next = NULL;
+    first.ch.used = 0;
+    first.ch.cap = 16384;
+    c->arena.head = c->arena.borrowed = &first.ch;
     c->out = out;
     c->err = err;
     c->tname = t->name;

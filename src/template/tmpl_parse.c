@@ -27,7 +27,7 @@ __attribute__((noreturn, format(printf, 2, 3))) static void perr(parser *P, cons
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    rlc_sb_puts(P->err, buf);
+    tm_puts(P->err, buf);
     longjmp(P->jmp, 1);
 }
 
@@ -165,7 +165,7 @@ static tnode *parse_primary(parser *P) {
         // adjacent string literals concatenate
         rlc_strbuf sb = {0};
         while (cur(P)->type == T_STRING) {
-            rlc_sb_append(&sb, cur(P)->s, cur(P)->n);
+            tm_put(&sb, cur(P)->s, cur(P)->n);
             P->pos++;
         }
         n->lit = tv_str(tm_strndup(P->a, sb.s ? sb.s : "", sb.n), sb.n);
@@ -312,12 +312,12 @@ static tnode *parse_filter(parser *P, tnode *n, int start_inline) {
         start_inline = 0;
         tnode *f = node(P, N_FILTER);
         rlc_strbuf nm = {0};
-        rlc_sb_puts(&nm, expect_name(P));
+        tm_puts(&nm, expect_name(P));
         P->pos++;
         while (is_op(P, ".")) {   // dotted filter names
             P->pos++;
-            rlc_sb_putc(&nm, '.');
-            rlc_sb_puts(&nm, expect_name(P));
+            tm_putc(&nm, '.');
+            tm_puts(&nm, expect_name(P));
             P->pos++;
         }
         f->str = tm_strndup(P->a, nm.s, nm.n);
