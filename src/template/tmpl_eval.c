@@ -454,6 +454,39 @@ static __attribute__((noinline)) tv eval_n_dict(tm_ctx *c, tm_scope *s, tnode *n
         return tv_dictv(d);
 }
 
+static __attribute__((noinline)) tv eval_n_unary(tm_ctx *c, tm_scope *s, tnode *n) {
+        tv a = tm_eval(c, s, n->a);
+        c->line = n->line;
+        if (a.kind == TV_UNDEF) tm_undef_fail(c, a);
+        if (a.kind == TV_FLOAT) return tv_float(n->type == N_NEG ? -a.u.f : a.u.f);
+        if (a.kind == TV_INT || a.kind == TV_BOOL) {
+            if (n->type == N_NEG && a.u.i == INT64_MIN) tm_raise(c, "integer overflow");
+            return tv_int(n->type == N_NEG ? -a.u.i : a.u.i);
+        }
+        tm_raise(c, "bad operand type for unary %s: '%s'", n->type == N_NEG ? "-" : "+", tm_type_name(a));
+}
+static __attribute__((noinline)) tv eval_n_compare(tm_ctx *c, tm_scope *s, tnode *n) {
+        tv a = tm_eval(c, s, n->kids[0]);
+        for (int i = 1; i < n->nkids; i++) {
+            tv b = tm_eval(c, s, n->kids[i]);
+            c->line = n->line;
+            if (!compare_op(c, n->ops[i - 1], a, b)) return tv_bool(0);
+            a = b;
+        }
+        return tv_bool(1);
+}
+static __attribute__((noinline)) tv eval_n_binop(tm_ctx *c, tm_scope *s, tnode *n) {
+        if (n->op == OP_ADD && n->a->type == N_BINOP && n->a->op == OP_ADD) return add_chain(c, s, n, NULL);
+        tv a = tm_eval(c, s, n->a), b = tm_eval(c, s, n->b);
+        c->line = n->line;
+        return binop(c, n->op, a, b);
+}
+static __attribute__((noinline)) tv eval_n_getitem(tm_ctx *c, tm_scope *s, tnode *n) {
+        tv o = tm_eval(c, s, n->a), k = tm_eval(c, s, n->b);
+        c->line = n->line;
+        return tm_get_item(c, o, k);
+}
+
 tv tm_eval(tm_ctx *c, tm_scope *s, tnode *n) {
     c->line = n->line;
     switch (n->type) {
@@ -467,32 +500,13 @@ tv tm_eval(tm_ctx *c, tm_scope *s, tnode *n) {
         c->line = n->line;
         return tm_get_attr(c, o, n->str, n->slen);
     }
-    case N_GETITEM: {
-        tv o = tm_eval(c, s, n->a), k = tm_eval(c, s, n->b);
-        c->line = n->line;
-        return tm_get_item(c, o, k);
-    }
+    case N_GETITEM: return eval_n_getitem(c, s, n);
     case N_SLICE: return eval_n_slice(c, s, n);
     case N_CALL: return eval_n_call(c, s, n);
     case N_FILTER: return eval_n_filter(c, s, n);
     case N_TEST: return eval_n_test(c, s, n);
-    case N_BINOP: {
-        if (n->op == OP_ADD && n->a->type == N_BINOP && n->a->op == OP_ADD) return add_chain(c, s, n, NULL);
-        tv a = tm_eval(c, s, n->a), b = tm_eval(c, s, n->b);
-        c->line = n->line;
-        return binop(c, n->op, a, b);
-    }
-    case N_NEG: case N_POS: {
-        tv a = tm_eval(c, s, n->a);
-        c->line = n->line;
-        if (a.kind == TV_UNDEF) tm_undef_fail(c, a);
-        if (a.kind == TV_FLOAT) return tv_float(n->type == N_NEG ? -a.u.f : a.u.f);
-        if (a.kind == TV_INT || a.kind == TV_BOOL) {
-            if (n->type == N_NEG && a.u.i == INT64_MIN) tm_raise(c, "integer overflow");
-            return tv_int(n->type == N_NEG ? -a.u.i : a.u.i);
-        }
-        tm_raise(c, "bad operand type for unary %s: '%s'", n->type == N_NEG ? "-" : "+", tm_type_name(a));
-    }
+    case N_BINOP: return eval_n_binop(c, s, n);
+    case N_NEG: case N_POS: return eval_n_unary(c, s, n);
     case N_AND: {
         tv a = tm_eval(c, s, n->a);
         return tm_truthy(a) ? tm_eval(c, s, n->b) : a;
@@ -502,16 +516,7 @@ tv tm_eval(tm_ctx *c, tm_scope *s, tnode *n) {
         return tm_truthy(a) ? a : tm_eval(c, s, n->b);
     }
     case N_NOT: return tv_bool(!tm_truthy(tm_eval(c, s, n->a)));
-    case N_COMPARE: {
-        tv a = tm_eval(c, s, n->kids[0]);
-        for (int i = 1; i < n->nkids; i++) {
-            tv b = tm_eval(c, s, n->kids[i]);
-            c->line = n->line;
-            if (!compare_op(c, n->ops[i - 1], a, b)) return tv_bool(0);
-            a = b;
-        }
-        return tv_bool(1);
-    }
+    case N_COMPARE: return eval_n_compare(c, s, n);
     case N_CONCAT: return eval_n_concat(c, s, n);
     case N_COND:
         if (tm_truthy(tm_eval(c, s, n->a))) return tm_eval(c, s, n->b);
@@ -663,6 +668,7 @@ int rlc_tmpl_render_vars(const rlc_tmpl *t, int nv, const char *const *names, co
     c->line = 1;
     if (setjmp(c->jmp)) {
         for (int i = 0; i < c->nlive; i++) rlc_sb_free(c->live[i]);   // captures in progress
+        rlc_sb_free(&c->scratch);
         tm_arena_free(&c->arena);
         free(c);
         return -1;
@@ -677,6 +683,7 @@ int rlc_tmpl_render_vars(const rlc_tmpl *t, int nv, const char *const *names, co
     tm_scope *root = scope_new(c, vs);
     exec_body(c, root, t->root->kids, t->root->nkids);
     c->loop_ctl = 0;
+    rlc_sb_free(&c->scratch);
     tm_arena_free(&c->arena);
     free(c);
     return 0;

@@ -50,9 +50,10 @@ static tv f_tojson(tm_ctx *c, tv x, tm_args *a) {
     } else if (sep.kind != TV_NONE) {
         tm_raise(c, "tojson: separators must be a pair of strings");
     }
-    rlc_strbuf sb = {0};
-    tm_json_dump(c, x, indent, indent_n, has_indent, item_sep, key_sep, tm_truthy(sk), &sb, 0);
-    return sb_val(c, &sb);
+    rlc_strbuf *sb = &c->scratch;
+    rlc_sb_clear(sb);
+    tm_json_dump(c, x, indent, indent_n, has_indent, item_sep, key_sep, tm_truthy(sk), sb, 0);
+    return tv_str(tm_strndup(&c->arena, sb->s ? sb->s : "", sb->n), sb->n);
 }
 
 static tv f_length(tm_ctx *c, tv x, tm_args *a) {

@@ -201,6 +201,7 @@ typedef struct tm_ctx {
     jmp_buf jmp;
     tm_scope *globals;
     const rlc_tmpl *tmpl;
+    rlc_strbuf scratch;     // reused by tojson for every call of a render (no regrowth); freed with the context
     int nlive;
     rlc_strbuf *live[512];  // (nlive) capture buffers in use (freed if an error unwinds); last: not zeroed
 } tm_ctx;

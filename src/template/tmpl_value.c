@@ -358,7 +358,7 @@ tv tm_str_of(tm_ctx *c, tv v) {
 
 // json.dumps string (ensure_ascii=False): escapes " \ and control characters only
 static void json_str(const char *s, size_t n, rlc_strbuf *o) {
-    rlc_sb_reserve(o, n + 2);
+    if (!o->s || o->n + n + 3 > o->cap) rlc_sb_reserve(o, n + 2);   // the call only when it must grow
     tm_putc(o, '"');
     size_t run = 0;
     for (size_t i = 0; i < n; i++) {
