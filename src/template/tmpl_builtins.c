@@ -621,7 +621,7 @@ static tv g_strftime(tm_ctx *c, tv self, tm_args *a) {
     tv f = tm_arg(a, 0, NULL, tv_undef("format"));
     if (f.kind != TV_STR) tm_raise(c, "strftime_now needs a format string");
     char *fmt = tm_strndup(&c->arena, f.u.s, f.n);
-    time_t now = time(NULL);
+    time_t now = c->tmpl->now ? (time_t)c->tmpl->now(c->tmpl->now_arg) : time(NULL);
     struct tm tmv;
     localtime_r(&now, &tmv);
     char buf[512];

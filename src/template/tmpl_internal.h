@@ -177,6 +177,8 @@ struct rlc_tmpl {
     const char **syms; int nsyms, capsyms;   // interned names
     const char *sym[TM_SYM_N];               // the names the engine itself binds
     int sym_used[TM_SYM_N];                  // ... and whether the template names them
+    int64_t (*now)(void *arg);               // strftime_now's clock (NULL: time(NULL))
+    void *now_arg;
 };
 const char *tm_intern(rlc_tmpl *t, const char *s);          // the template's pointer for s (added if new)
 const char *tm_sym_find(const rlc_tmpl *t, const char *s);  // NULL if the template never names s

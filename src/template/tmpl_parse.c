@@ -365,6 +365,11 @@ rlc_tmpl *rlc_tmpl_parse(const char *src, size_t n, const char *name, rlc_strbuf
     return t;
 }
 
+void rlc_tmpl_set_clock(rlc_tmpl *t, int64_t (*now)(void *arg), void *arg) {
+    t->now = now;
+    t->now_arg = arg;
+}
+
 void rlc_tmpl_free(rlc_tmpl *t) {
     if (!t) return;
     tm_arena_free(&t->arena);
