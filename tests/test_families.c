@@ -2,8 +2,9 @@
 // against the PyTorch reference written from the spec (tests/py/families_ref.py, float64 autograd): logits,
 // log-probs, entropy and every parameter gradient (biases, q/k norms, Gemma's four norms included). Then, per
 // family: checkpoint modes agree, the inference path and the rollout's per-layer pieces equal the training
-// forward, greedy rollout decode equals an uncached decode token for token, and checkpoints cross between rlc
-// and a torch-side reader/writer with the HF names. Errors: a bias tensor missing or extra, a wrong shape.
+// forward, greedy rollout decode equals an uncached decode token for token (within the window, and far past a
+// window of 8 for the sliding families), and checkpoints cross between rlc and a torch-side reader/writer with
+// the HF names. Errors: a bias tensor missing or extra, a wrong shape.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,16 +102,15 @@ static void check_internal(case_data *cd, decoder_model *m, run_out *o_none) {
 // Greedy rollout (paged KV cache, decode one token at a time) == an uncached greedy decode that re-runs the
 // whole prefix through decoder_forward for every token. Prompt + generation stay within the sliding window,
 // which the decode's paged attention does not apply.
-static void check_decode(case_data *cd, decoder_model *m) {
+// Greedy decode of two prompts (p0 and 2 tokens, new_tokens each) by the rollout engine (block_size-token KV
+// blocks) against an uncached decode (the packed forward on the whole sequence at every step); returns the
+// engine's result for the caller's KV checks (free it).
+static void check_decode(case_data *cd, decoder_model *m, int p0, int new_tokens, int block_size, rollout_result *out) {
     const model_config *c = &cd->cfg;
-    int max_len = c->sliding_window > 0 ? c->sliding_window : 64;
-    for (int l = 0; l < c->num_hidden_layers; l++)
-        if (c->layer_types[l] == LAYER_FULL && c->sliding_window <= 0) max_len = 64;
-    if (max_len > 64) max_len = 64;
-    const int P[2] = {max_len / 3 > 0 ? max_len / 3 : 1, 2};
-    const int new_tokens = max_len - P[0];
+    const int P[2] = {p0, 2};
     rollout_config rc;
     rollout_config_default(&rc);
+    if (block_size > 0) rc.block_size = block_size;
     rc.n = 1;
     rc.sampling.temperature = 0.0f;
     rc.max_new_tokens = new_tokens;
@@ -157,9 +157,70 @@ static void check_decode(case_data *cd, decoder_model *m) {
     TL_CHECK(worst_lp <= 1e-4, "%s: greedy decode log-probs vs uncached: max abs err %.3g", cd->name, worst_lp);
     printf("  %s: greedy decode of %d + %d tokens == uncached decode (log-prob err %.2g)\n", cd->name, P[0], new_tokens,
            worst_lp);
-    rollout_result_free(&res);
+    if (out) *out = res;
+    else rollout_result_free(&res);
     rollout_engine_free(e);
     free(ids[0]); free(ids[1]);
+}
+
+// The decode check within the case's window (every sequence shorter than it, at most 64 tokens).
+static void check_decode_in_window(case_data *cd, decoder_model *m) {
+    const model_config *c = &cd->cfg;
+    int max_len = c->sliding_window > 0 ? c->sliding_window : 64;
+    for (int l = 0; l < c->num_hidden_layers; l++)
+        if (c->layer_types[l] == LAYER_FULL && c->sliding_window <= 0) max_len = 64;
+    if (max_len > 64) max_len = 64;
+    const int p0 = max_len / 3 > 0 ? max_len / 3 : 1;
+    check_decode(cd, m, p0, max_len - p0, 0, NULL);
+}
+
+// Decode far past a small window (W = 8, 4-token KV blocks): the prompt is longer than the window, the
+// sequences grow to 6x it, so a sliding layer's paged attention reads only its last W keys while its older
+// blocks are recycled. Against the uncached forward, whose attention masks the window (the packed flash kernel,
+// itself checked against torch above). Gemma 3's sliding/global mix, Mistral's all-sliding layers, Qwen2's
+// max_window_layers.
+static const struct {
+    const char *name, *json;
+} PAST_WINDOW[] = {
+    {"gemma3_decode_past_window", "{\"model_type\":\"gemma3_text\",\"vocab_size\":301,\"hidden_size\":64,"
+     "\"intermediate_size\":96,\"num_hidden_layers\":3,\"num_attention_heads\":4,\"num_key_value_heads\":1,\"head_dim\":16,"
+     "\"max_position_embeddings\":512,\"rms_norm_eps\":1e-6,\"rope_theta\":1000000.0,\"rope_local_base_freq\":10000.0,"
+     "\"sliding_window\":8,\"sliding_window_pattern\":3,\"query_pre_attn_scalar\":16,\"final_logit_softcapping\":5.0,"
+     "\"hidden_activation\":\"gelu_pytorch_tanh\",\"tie_word_embeddings\":true}"},
+    {"mistral_decode_past_window", "{\"model_type\":\"mistral\",\"vocab_size\":257,\"hidden_size\":48,\"intermediate_size\":80,"
+     "\"num_hidden_layers\":2,\"num_attention_heads\":6,\"num_key_value_heads\":2,\"head_dim\":16,"
+     "\"max_position_embeddings\":512,\"rms_norm_eps\":1e-5,\"rope_theta\":10000.0,\"sliding_window\":8,"
+     "\"tie_word_embeddings\":false}"},
+    {"qwen2_decode_past_window", "{\"model_type\":\"qwen2\",\"vocab_size\":263,\"hidden_size\":64,\"intermediate_size\":96,"
+     "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"num_key_value_heads\":2,\"max_position_embeddings\":512,"
+     "\"rms_norm_eps\":1e-6,\"rope_theta\":1000000.0,\"tie_word_embeddings\":true,\"use_sliding_window\":true,"
+     "\"sliding_window\":8,\"max_window_layers\":1}"},
+};
+
+static void check_decode_past_window(backend_ctx *be) {
+    for (size_t k = 0; k < sizeof PAST_WINDOW / sizeof PAST_WINDOW[0]; k++) {
+        model_config cfg;
+        model_config_parse(&cfg, PAST_WINDOW[k].json, PAST_WINDOW[k].name);
+        int n_win = 0;
+        for (int l = 0; l < cfg.num_hidden_layers; l++) n_win += decoder_layer_window(&cfg, l) == 8;
+        TL_CHECK(n_win > 0, "%s: some layers slide with W = 8", PAST_WINDOW[k].name);
+        static const int lens[1] = {4};
+        case_data cd;
+        case_build(&cd, PAST_WINDOW[k].name, &cfg, 1.0f, 1, lens, 2000 + (uint64_t)k);
+        decoder_model m;
+        decoder_model_init(&m, &cd.pl, &cd.ps, be);
+        const int p0 = 13, new_tokens = 40, bs = 4;   // sequences of 53 and 42 tokens
+        rollout_result res;
+        check_decode(&cd, &m, p0, new_tokens, bs, &res);
+        // without recycling the sliding layers would hold every block of both sequences
+        const int all_blocks = (p0 + new_tokens + bs - 1) / bs + (2 + new_tokens + bs - 1) / bs;
+        TL_CHECK(res.kv_window_blocks_peak > 0 && res.kv_window_blocks_peak < all_blocks,
+                 "%s: the sliding layers' KV blocks are recycled past the window (peak %d of %d)", cd.name,
+                 res.kv_window_blocks_peak, all_blocks);
+        rollout_result_free(&res);
+        decoder_model_free(&m);
+        case_free(&cd);
+    }
 }
 
 // ---- checkpoints across rlc and a torch reader/writer ----------------------------------------------------------
@@ -268,11 +329,12 @@ int main(void) {
         run_model(cd, &m, CKPT_NONE, 0, &o_noent);
         if (have_torch) compare_ref(cd, &m, &o, &o_noent);
         check_internal(cd, &m, &o);
-        check_decode(cd, &m);
+        check_decode_in_window(cd, &m);
         run_free(&o);
         run_free(&o_noent);
         decoder_model_free(&m);
     }
+    check_decode_past_window(&be);
     if (have_torch) check_crossing(root);
     else tl_skip("checkpoint crossing with torch: torch not importable");
     for (int i = 0; i < N_CASES; i++) case_free(&cds[i]);
