@@ -327,10 +327,33 @@ static int64_t fixed_clock(void *arg) { return *(const int64_t *)arg; }
 // Llama 3.2's template prints strftime_now("%d %b %Y") unless date_string is passed. A template call with no
 // date_string follows the clock (transformers does the same); the data paths pin date_string, so a dataset
 // and SFT data render the same on every day.
+// A byte-level BPE tokenizer.json whose vocabulary is the 256 byte symbols (GPT-2's bytes_to_unicode), no merges:
+// every text encodes, one id per byte.
+static char *byte_vocab_tokenizer(void) {
+    cJSON *j = cJSON_Parse(TINY_TOK), *vocab = cJSON_CreateObject();
+    int n = 0;
+    for (int b = 0; b < 256; b++) {
+        const int printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+        const unsigned cp = printable ? (unsigned)b : 256u + (unsigned)n++;
+        char u[3] = {(char)(0xC0 | (cp >> 6)), (char)(0x80 | (cp & 0x3F)), 0}, a[2] = {(char)cp, 0};
+        cJSON_AddNumberToObject(vocab, cp < 128 ? a : u, b);
+    }
+    cJSON *model = cJSON_GetObjectItemCaseSensitive(j, "model");
+    cJSON_ReplaceItemInObjectCaseSensitive(model, "vocab", vocab);
+    cJSON *added = cJSON_GetObjectItemCaseSensitive(j, "added_tokens");   // the specials move past the bytes
+    cJSON_SetNumberHelper(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(added, 0), "id"), 256);
+    cJSON_SetNumberHelper(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(added, 1), "id"), 257);
+    char *txt = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    return txt;
+}
+
 static void test_date_pinned(void) {
     char *dir = tl_tmpdir("template_date");
-    char *tj = write_tmp(dir, "tokenizer.json", TINY_TOK);
+    char *tok = byte_vocab_tokenizer();
+    char *tj = write_tmp(dir, "tokenizer.json", tok);
     free(tj);
+    free(tok);
     rlc_tokenizer *t = rlc_tok_load(dir, NULL);
     rlc_tok_load_chat_template(t, "tests/data/templates/llama3.2.jinja");
     int64_t day = 1700000000;   // mid-November 2023; the other day is 40 days later
@@ -361,6 +384,7 @@ static void test_date_pinned(void) {
                  d1.items[0].n_ids == d2.items[0].n_ids &&
                  !memcmp(d1.items[0].ids, d2.items[0].ids, (size_t)d1.items[0].n_ids * sizeof(int32_t)),
              "a dataset renders the same on two days");
+    TL_CHECK(d1.n == 1 && d1.items[0].n_ids == (int64_t)strlen(d1.items[0].prompt_text), "one id per byte");
     TL_CHECK(d1.n == 1 && strstr(d1.items[0].prompt_text, "Today Date: " RLC_CHAT_DATE_STRING "\n"),
              "the dataset's date is the pinned one: %s", d1.n ? d1.items[0].prompt_text : "");
     rlc_dataset_free(&d1);
