@@ -52,6 +52,7 @@ static tv f_tojson(tm_ctx *c, tv x, tm_args *a) {
     }
     rlc_strbuf *sb = &c->scratch;
     rlc_sb_clear(sb);
+    if (sb->cap < 8192) rlc_sb_reserve(sb, 8191);   // one allocation per render instead of a doubling series
     tm_json_dump(c, x, indent, indent_n, has_indent, item_sep, key_sep, tm_truthy(sk), sb, 0);
     return tv_str(tm_strndup(&c->arena, sb->s ? sb->s : "", sb->n), sb->n);
 }

@@ -381,18 +381,35 @@ static void json_str(const char *s, size_t n, rlc_strbuf *o) {
     tm_putc(o, '"');
 }
 
-static void json_newline(rlc_strbuf *o, const char *indent, size_t indent_n, int level) {
-    tm_putc(o, '\n');
-    for (int i = 0; i < level; i++) tm_put(o, indent, indent_n);
+// json.dumps' layout, fixed for one call: separators with their lengths, and "\n" + indent * level for the
+// levels up to NL_LEVELS in one string (a newline is then one append).
+enum { NL_LEVELS = 16 };
+typedef struct {
+    tm_ctx *c;
+    rlc_strbuf *o;
+    int has_indent, sort_keys;
+    const char *indent, *item_sep, *key_sep;
+    size_t indent_n, item_n, key_n;
+    const char *nl;   // "\n" + indent * NL_LEVELS
+} json_fmt;
+
+static void json_newline(const json_fmt *f, int level) {
+    if (level <= NL_LEVELS) {
+        tm_put(f->o, f->nl, 1 + (size_t)level * f->indent_n);
+        return;
+    }
+    tm_putc(f->o, '\n');
+    for (int i = 0; i < level; i++) tm_put(f->o, f->indent, f->indent_n);
 }
 
-void tm_json_dump(tm_ctx *c, tv v, const char *indent, size_t indent_n, int has_indent, const char *item_sep,
-                  const char *key_sep, int sort_keys, rlc_strbuf *o, int level) {
+static void json_dump(const json_fmt *f, tv v, int level) {
+    tm_ctx *c = f->c;
+    rlc_strbuf *o = f->o;
     char buf[40];
     if (level > 500) tm_raise(c, "tojson: value nested too deeply");
     switch (v.kind) {
-    case TV_NONE: tm_puts(o, "null"); return;
-    case TV_BOOL: tm_puts(o, v.u.i ? "true" : "false"); return;
+    case TV_NONE: tm_put(o, "null", 4); return;
+    case TV_BOOL: if (v.u.i) tm_put(o, "true", 4); else tm_put(o, "false", 5); return;
     case TV_INT: put_int(o, v.u.i); return;
     case TV_FLOAT:
         if (isnan(v.u.f)) tm_puts(o, "NaN");
@@ -402,24 +419,24 @@ void tm_json_dump(tm_ctx *c, tv v, const char *indent, size_t indent_n, int has_
     case TV_STR: json_str(v.u.s, v.n, o); return;
     case TV_LIST: {
         tv_list *l = v.u.l;
-        if (!l->n) { tm_puts(o, "[]"); return; }
+        if (!l->n) { tm_put(o, "[]", 2); return; }
         tm_putc(o, '[');
         for (size_t i = 0; i < l->n; i++) {
-            if (i) tm_puts(o, item_sep);
-            if (has_indent) json_newline(o, indent, indent_n, level + 1);
-            tm_json_dump(c, l->v[i], indent, indent_n, has_indent, item_sep, key_sep, sort_keys, o, level + 1);
+            if (i) tm_put(o, f->item_sep, f->item_n);
+            if (f->has_indent) json_newline(f, level + 1);
+            json_dump(f, l->v[i], level + 1);
         }
-        if (has_indent) json_newline(o, indent, indent_n, level);
+        if (f->has_indent) json_newline(f, level);
         tm_putc(o, ']');
         return;
     }
     case TV_DICT: {
         tv_dict *d = v.u.d;
         if (d->ns) break;
-        if (!d->n) { tm_puts(o, "{}"); return; }
+        if (!d->n) { tm_put(o, "{}", 2); return; }
         size_t ord_small[16], *ord = d->n <= 16 ? ord_small : tm_alloc_raw(&c->arena, d->n * sizeof *ord);
         for (size_t i = 0; i < d->n; i++) ord[i] = i;
-        if (sort_keys)   // insertion sort: dicts in templates are small; stable like sorted()
+        if (f->sort_keys)   // insertion sort: dicts in templates are small; stable like sorted()
             for (size_t i = 1; i < d->n; i++)
                 for (size_t j = i; j > 0 && tm_compare(c, d->k[ord[j - 1]], d->k[ord[j]]) > 0; j--) {
                     size_t t = ord[j]; ord[j] = ord[j - 1]; ord[j - 1] = t;
@@ -427,8 +444,8 @@ void tm_json_dump(tm_ctx *c, tv v, const char *indent, size_t indent_n, int has_
         tm_putc(o, '{');
         for (size_t ii = 0; ii < d->n; ii++) {
             size_t i = ord[ii];
-            if (ii) tm_puts(o, item_sep);
-            if (has_indent) json_newline(o, indent, indent_n, level + 1);
+            if (ii) tm_put(o, f->item_sep, f->item_n);
+            if (f->has_indent) json_newline(f, level + 1);
             tv k = d->k[i];
             if (k.kind == TV_STR) json_str(k.u.s, k.n, o);
             else if (k.kind == TV_NONE) tm_puts(o, "\"null\"");
@@ -436,16 +453,29 @@ void tm_json_dump(tm_ctx *c, tv v, const char *indent, size_t indent_n, int has_
             else if (k.kind == TV_INT) rlc_sb_printf(o, "\"%lld\"", (long long)k.u.i);
             else if (k.kind == TV_FLOAT) { tm_fmt_float(k.u.f, buf); rlc_sb_printf(o, "\"%s\"", buf); }
             else tm_raise(c, "keys must be str, int, float, bool or None, not %s", tm_type_name(k));
-            tm_puts(o, key_sep);
-            tm_json_dump(c, d->v[i], indent, indent_n, has_indent, item_sep, key_sep, sort_keys, o, level + 1);
+            tm_put(o, f->key_sep, f->key_n);
+            json_dump(f, d->v[i], level + 1);
         }
-        if (has_indent) json_newline(o, indent, indent_n, level);
+        if (f->has_indent) json_newline(f, level);
         tm_putc(o, '}');
         return;
     }
     default: break;
     }
     tm_raise(c, "Object of type %s is not JSON serializable", tm_type_name(v));
+}
+
+void tm_json_dump(tm_ctx *c, tv v, const char *indent, size_t indent_n, int has_indent, const char *item_sep,
+                  const char *key_sep, int sort_keys, rlc_strbuf *o, int level) {
+    json_fmt f = {.c = c, .o = o, .has_indent = has_indent, .sort_keys = sort_keys, .indent = indent, .item_sep = item_sep,
+                  .key_sep = key_sep, .indent_n = indent_n, .item_n = strlen(item_sep), .key_n = strlen(key_sep)};
+    if (has_indent) {
+        char *nl = tm_alloc_raw(&c->arena, 1 + NL_LEVELS * indent_n);
+        nl[0] = '\n';
+        for (int i = 0; i < NL_LEVELS; i++) memcpy(nl + 1 + (size_t)i * indent_n, indent, indent_n);
+        f.nl = nl;
+    }
+    json_dump(&f, v, level);
 }
 
 tv tm_iterate(tm_ctx *c, tv v) {
