@@ -22,6 +22,11 @@
 // tokens: the decode step time and the KV memory (both pools, and what one pool without recycling would hold),
 // to show the sliding layers' KV stop growing past the window.
 //
+// The other families, each against PyTorch's decode of the same shape (torch_decode.py --shape):
+//   bench_generate --shape llama-3.2-1b --only 2        the 64-sequence decode against PyTorch's batch 16
+//   bench_generate --shape gemma-3-1b --only 2          likewise (5 of 6 layers slide, W = 512)
+//   bench_generate --shape gemma-3-1b --contexts 512,2048,4096   Gemma 3's decode step time and KV memory by context
+//
 // usage: bench_generate [--shape qwen3-0.6b|llama-3.2-1b|gemma-3-1b|config=PATH] [--new N] [--reps R] [--threads T] [--bf16]
 //                       [--kv-bf16] [--warm] [--no-torch] [--torch-new N] [--skip64] [--only 0|1|2] [--contexts C,...]
 //                       [--prompt-len P (64)]

@@ -4,7 +4,7 @@
 // are tests/py/chat_cases.py's (seeded; the ones the template rejects are left out). One thread. Medians
 // of REPS repetitions of about SECONDS of CPU time each (both sides count their own thread's CPU time, so a
 // shared machine slows neither figure much). Never pass/fail.
-// usage: build/bench/bench_template [N_CONVERSATIONS] [SECONDS] [REPS]
+// usage: build/bench/bench_template [N_CONVERSATIONS] [SECONDS] [REPS] [FAMILY]   (FAMILY: only that template)
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +21,8 @@
 
 typedef struct {
     cJSON **conv;
+    const cJSON **messages, **tools, **kwargs;   // (n) each conversation's fields, looked up once
+    int *add_gen;                                // (n)
     int n;
 } conv_set;
 
@@ -47,6 +49,17 @@ static void load_convs(conv_set *cs, const char *fam, int n, const char *tmp, co
         fprintf(f, "%s\n", la);
     }
     fclose(f);
+    cs->messages = rlc_calloc((size_t)cs->n + 1, sizeof *cs->messages);
+    cs->tools = rlc_calloc((size_t)cs->n + 1, sizeof *cs->tools);
+    cs->kwargs = rlc_calloc((size_t)cs->n + 1, sizeof *cs->kwargs);
+    cs->add_gen = rlc_calloc((size_t)cs->n + 1, sizeof *cs->add_gen);
+    for (int i = 0; i < cs->n; i++) {
+        const cJSON *c = cs->conv[i];
+        cs->messages[i] = cJSON_GetObjectItemCaseSensitive(c, "messages");
+        cs->tools[i] = cJSON_GetObjectItemCaseSensitive(c, "tools");
+        cs->kwargs[i] = cJSON_GetObjectItemCaseSensitive(c, "kwargs");
+        cs->add_gen[i] = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "add_generation_prompt"));
+    }
     free(a);
     free(b);
 }
@@ -64,12 +77,8 @@ static double rlc_rate(const rlc_tmpl *t, const cJSON *specials, const conv_set 
     double t0 = cpu_now(), dt;
     do {
         for (int i = 0; i < cs->n; i++) {
-            const cJSON *c = cs->conv[i];
             rlc_sb_clear(&out);
-            if (rlc_chat_render(t, specials, cJSON_GetObjectItemCaseSensitive(c, "messages"),
-                                cJSON_GetObjectItemCaseSensitive(c, "tools"),
-                                cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "add_generation_prompt")),
-                                cJSON_GetObjectItemCaseSensitive(c, "kwargs"), &out, &err))
+            if (rlc_chat_render(t, specials, cs->messages[i], cs->tools[i], cs->add_gen[i], cs->kwargs[i], &out, &err))
                 rlc_die("bench_template: %s", err.s);
         }
         n += cs->n;
@@ -94,7 +103,9 @@ int main(int argc, char **argv) {
     static const char *const FAMS[] = {"qwen3", "qwen2.5", "llama3.1", "llama3.2", "gemma3", "mistral", "smollm2"};
     printf("bench_template: %d generated conversations per family, one thread, median of %d x %.1f s of CPU time\n", n, reps, secs);
     printf("%-9s %6s %14s %14s %8s\n", "family", "convs", "rlc conv/s", "jinja2 conv/s", "ratio");
+    const char *only = argc > 4 ? argv[4] : NULL;
     for (size_t f = 0; f < sizeof FAMS / sizeof *FAMS; f++) {
+        if (only && strcmp(only, FAMS[f])) continue;
         char keep[4200], tpath[256], spath[256];
         snprintf(keep, sizeof keep, "%s/%s.bench.jsonl", tmp, FAMS[f]);
         snprintf(tpath, sizeof tpath, TDIR "/%s.jinja", FAMS[f]);
@@ -123,6 +134,10 @@ int main(int argc, char **argv) {
         fflush(stdout);
         for (int i = 0; i < cs.n; i++) cJSON_Delete(cs.conv[i]);
         free(cs.conv);
+        free(cs.messages);
+        free(cs.tools);
+        free(cs.kwargs);
+        free(cs.add_gen);
         cJSON_Delete(specials);
         rlc_tmpl_free(t);
         rlc_sb_free(&err);

@@ -2,8 +2,9 @@
 // against the PyTorch reference written from the spec (tests/py/families_ref.py, float64 autograd): logits,
 // log-probs, entropy and every parameter gradient (biases, q/k norms, Gemma's four norms included). Then, per
 // family: checkpoint modes agree, the inference path and the rollout's per-layer pieces equal the training
-// forward, greedy rollout decode equals an uncached decode token for token, and checkpoints cross between rlc
-// and a torch-side reader/writer with the HF names. Errors: a bias tensor missing or extra, a wrong shape.
+// forward, greedy rollout decode equals an uncached decode token for token (within the window, and far past a
+// window of 8 for the sliding families), and checkpoints cross between rlc and a torch-side reader/writer with
+// the HF names. Errors: a bias tensor missing or extra, a wrong shape.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include "io_testutil.h"
 #include "model/decoder.h"
 #include "rollout/engine.h"
+#include "model_case.h"
 #include "testlib.h"
 
 typedef struct {
@@ -71,187 +73,14 @@ static const fcase CASES[] = {
 };
 #define N_CASES ((int)(sizeof CASES / sizeof CASES[0]))
 
-typedef struct {
-    const fcase *fc;
-    model_config cfg;
-    param_layout pl;
-    param_set ps;
-    int64_t T;
-    int32_t *tokens, *cu, *pos, *targets;
-    float *dlogp, *dent;
-    decoder_batch b;
-    char *dir;
-} case_data;
-
-// Weights that keep activations O(1) and logits over a few units: norms 1 + N(0, 0.2) (Gemma's (1 + w): N(0, 0.2)),
-// biases N(0, 0.2), matrices N(0, 0.7/sqrt(in)).
-static void random_params(param_set *ps, tl_rng *r) {
-    const param_layout *pl = ps->layout;
-    const int plus_one = pl->cfg.norm_plus_one;
-    for (int i = 0; i < pl->n_tensors; i++) {
-        const param_tensor *t = &pl->tensors[i];
-        float *p = ps->data + t->offset;
-        if (strstr(t->name, ".bias")) tl_fill_normal(r, p, t->numel, 0.2f);
-        else if (t->ndim == 1) for (int64_t j = 0; j < t->numel; j++) p[j] = (plus_one ? 0.0f : 1.0f) + tl_normal(r, 0.2f);
-        else if (strstr(t->name, "embed_tokens")) tl_fill_normal(r, p, t->numel, (plus_one ? 0.3f : 2.0f) / sqrtf((float)t->shape[1]));
-        else tl_fill_normal(r, p, t->numel, (strstr(t->name, "lm_head") ? 2.0f : 0.7f) / sqrtf((float)t->shape[1]));
-    }
-}
-
-static void case_build(case_data *cd, const fcase *fc, uint64_t seed) {
-    memset(cd, 0, sizeof *cd);
-    cd->fc = fc;
-    tl_rng r;
-    tl_rng_init(&r, seed);
-    model_config_parse(&cd->cfg, fc->json, fc->name);
-    param_layout_init(&cd->pl, &cd->cfg);
-    param_set_init(&cd->ps, &cd->pl);
-    random_params(&cd->ps, &r);
-    int64_t T = 0;
-    for (int s = 0; s < fc->n_seqs; s++) T += fc->lens[s];
-    cd->T = T;
-    cd->tokens = malloc((size_t)T * 4); cd->pos = malloc((size_t)T * 4); cd->targets = malloc((size_t)T * 4);
-    cd->cu = malloc((size_t)(fc->n_seqs + 1) * 4);
-    cd->dlogp = malloc((size_t)T * 4); cd->dent = malloc((size_t)T * 4);
-    cd->cu[0] = 0;
-    for (int s = 0; s < fc->n_seqs; s++) cd->cu[s + 1] = cd->cu[s] + fc->lens[s];
-    const int V = cd->cfg.vocab_size;
-    for (int64_t t = 0; t < T; t++) {
-        cd->tokens[t] = (int32_t)(tl_uniform(&r, 0, 1) * V) % V;
-        cd->dlogp[t] = tl_normal(&r, 1.0f);
-        cd->dent[t] = tl_normal(&r, 1.0f);
-    }
-    for (int s = 0; s < fc->n_seqs; s++)
-        for (int32_t t = cd->cu[s]; t < cd->cu[s + 1]; t++) cd->targets[t] = t + 1 < cd->cu[s + 1] ? cd->tokens[t + 1] : -1;
-    cd->b = (decoder_batch){.T = T, .n_seqs = fc->n_seqs, .tokens = cd->tokens, .cu_seqlens = cd->cu, .pos = cd->pos};
-    decoder_batch_positions(&cd->b);
-}
-
-static void case_free(case_data *cd) {
-    free(cd->tokens); free(cd->pos); free(cd->targets); free(cd->cu); free(cd->dlogp); free(cd->dent);
-    param_set_free(&cd->ps);
-    param_layout_free(&cd->pl);
-    free(cd->dir);
-}
-
-static void json_ints(FILE *f, const char *key, const int32_t *x, int64_t n) {
-    fprintf(f, "\"%s\": [", key);
-    for (int64_t i = 0; i < n; i++) fprintf(f, "%s%d", i ? "," : "", x[i]);
-    fprintf(f, "]");
-}
-static void json_floats(FILE *f, const char *key, const float *x, int64_t n) {
-    fprintf(f, "\"%s\": [", key);
-    for (int64_t i = 0; i < n; i++) fprintf(f, "%s%.9g", i ? "," : "", x[i]);
-    fprintf(f, "]");
-}
-
-// The case as the torch side reads it: rlc's checkpoint (config.json written by model_config_to_json,
-// model.safetensors with the HF names) plus case.json.
-static void case_write(case_data *cd, const char *root, int idx) {
-    char sub[64];
-    snprintf(sub, sizeof sub, "case%d", idx);
-    cd->dir = rlc_path_join(root, sub);
-    checkpoint_save(cd->dir, &cd->ps, ST_F32);
-    char *p = rlc_path_join(cd->dir, "case.json");
-    FILE *f = fopen(p, "w");
-    CHECK(f, "open %s", p);
-    fprintf(f, "{");
-    json_ints(f, "tokens", cd->tokens, cd->T); fprintf(f, ",\n");
-    json_ints(f, "targets", cd->targets, cd->T); fprintf(f, ",\n");
-    json_ints(f, "cu_seqlens", cd->cu, cd->fc->n_seqs + 1); fprintf(f, ",\n");
-    json_floats(f, "dlogp", cd->dlogp, cd->T); fprintf(f, ",\n");
-    json_floats(f, "dentropy", cd->dent, cd->T); fprintf(f, ",\n");
-    fprintf(f, "\"temperature\": %.9g,\n\"grad_names\": [", cd->fc->temperature);
-    for (int i = 0; i < cd->pl.n_tensors; i++) fprintf(f, "%s\"%s\"", i ? "," : "", cd->pl.tensors[i].name);
-    fprintf(f, "]}\n");
-    fclose(f);
-    free(p);
-}
-
-typedef struct {
-    float *hidden, *logp, *ent, *dhidden;   // (T,H), (T), (T), (T,H)
-    param_set g;
-} run_out;
-
-static void run_model(case_data *cd, decoder_model *m, ckpt_mode mode, int entropy_loss, run_out *o) {
-    const int64_t T = cd->T, H = cd->cfg.hidden_size;
-    o->hidden = malloc((size_t)(T * H) * 4); o->logp = malloc((size_t)T * 4); o->ent = malloc((size_t)T * 4);
-    o->dhidden = malloc((size_t)(T * H) * 4);
-    param_set_init(&o->g, &cd->pl);
-    decoder_acts *a = decoder_acts_new(&cd->cfg, T, mode);
-    decoder_forward(m, a, &cd->b, o->hidden);
-    decoder_logprob(m, a, &cd->b, cd->targets, cd->fc->temperature, o->logp, o->ent);
-    decoder_backward(m, a, &cd->b, cd->targets, cd->fc->temperature, cd->dlogp, entropy_loss ? cd->dent : NULL, &o->g);
-    memcpy(o->dhidden, decoder_acts_dhidden(a), (size_t)(T * H) * 4);
-    decoder_acts_free(a);
-}
-static void run_free(run_out *o) {
-    free(o->hidden); free(o->logp); free(o->ent); free(o->dhidden);
-    param_set_free(&o->g);
-}
-
-static void compare_ref(case_data *cd, decoder_model *m, run_out *o, run_out *o_noent) {
-    const int64_t T = cd->T, H = cd->cfg.hidden_size, V = cd->cfg.vocab_size;
-    const char *nm = cd->fc->name;
-    const int64_t n = T * V + 2 * T + 2 * (T * H + cd->pl.numel);
-    char *p = rlc_path_join(cd->dir, "out.bin");
-    size_t len = 0;
-    float *ref = rlc_file_exists(p) ? (float *)rlc_read_file(p, &len) : NULL;
-    free(p);
-    TL_CHECK(ref != NULL && (int64_t)len == n * 4, "%s: reference output missing or of the wrong size", nm);
-    if (!ref || (int64_t)len != n * 4) { free(ref); return; }
-    char what[200];
-    float *logits = malloc((size_t)(T * V) * 4);
-    decoder_logits(m, logits, o->hidden, T);
-    // fp32 forward vs the float64 reference: 1e-4 leaves room for fp32 sums over H, I and the context
-    snprintf(what, sizeof what, "%s logits", nm);
-    tl_check_close(what, logits, ref, T * V, 1e-4);
-    snprintf(what, sizeof what, "%s logp", nm);
-    tl_check_close(what, o->logp, ref + T * V, T, 1e-4);
-    snprintf(what, sizeof what, "%s entropy", nm);
-    tl_check_close(what, o->ent, ref + T * V + T, T, 1e-4);
-    // gradients: fp32 backward vs float64 autograd, per tensor (the failure names it), entropy in the loss and not
-    const float *g = ref + T * V + 2 * T;
-    for (int pass = 0; pass < 2; pass++) {
-        run_out *r = pass ? o_noent : o;
-        const char *tag = pass ? " (entropy off)" : "";
-        snprintf(what, sizeof what, "%s d(hidden)%s", nm, tag);
-        tl_check_close(what, r->dhidden, g, T * H, 1e-4);
-        g += T * H;
-        for (int i = 0; i < cd->pl.n_tensors; i++) {
-            const param_tensor *t = &cd->pl.tensors[i];
-            snprintf(what, sizeof what, "%s grad %s%s", nm, t->name, tag);
-            tl_check_close(what, r->g.data + t->offset, g, t->numel, 1e-4);
-            g += t->numel;
-        }
-    }
-    free(logits);
-    free(ref);
-}
-
 // Checkpoint modes, the inference path, and the rollout's per-layer pieces against the training forward.
 static void check_internal(case_data *cd, decoder_model *m, run_out *o_none) {
     const int64_t T = cd->T, H = cd->cfg.hidden_size;
     const model_config *c = &cd->cfg;
-    const char *nm = cd->fc->name;
+    const char *nm = cd->name;
     char what[200];
-    for (int mode = CKPT_SELECTIVE; mode <= CKPT_FULL; mode++) {
-        run_out o;
-        run_model(cd, m, (ckpt_mode)mode, 1, &o);
-        // the recompute runs the same kernels on the same inputs
-        snprintf(what, sizeof what, "%s %s logp == none", nm, decoder_ckpt_name((ckpt_mode)mode));
-        tl_check_close(what, o.logp, o_none->logp, T, 1e-6);
-        snprintf(what, sizeof what, "%s %s grads == none", nm, decoder_ckpt_name((ckpt_mode)mode));
-        tl_check_close(what, o.g.data, o_none->g.data, cd->pl.numel, 1e-6);
-        run_free(&o);
-    }
-    float *logp = malloc((size_t)T * 4), *ent = malloc((size_t)T * 4), *hid = malloc((size_t)(T * H) * 4);
-    decoder_forward(m, NULL, &cd->b, hid);
-    decoder_logprob(m, NULL, &cd->b, cd->targets, cd->fc->temperature, logp, ent);
-    snprintf(what, sizeof what, "%s inference hidden == training", nm);
-    tl_check_close(what, hid, o_none->hidden, T * H, 1e-6);
-    snprintf(what, sizeof what, "%s inference entropy == training", nm);
-    tl_check_close(what, ent, o_none->ent, T, 1e-6);
+    check_modes_inference(cd, m, o_none);
+    float *hid = malloc((size_t)(T * H) * 4);   // (T, H)
     const int64_t QD = (int64_t)c->num_attention_heads * c->head_dim, KD = (int64_t)c->num_key_value_heads * c->head_dim;
     float *x = malloc((size_t)(T * H) * 4), *q = malloc((size_t)(T * QD) * 4), *k = malloc((size_t)(T * KD) * 4);
     float *v = malloc((size_t)(T * KD) * 4), *att = malloc((size_t)(T * QD) * 4);
@@ -267,22 +96,21 @@ static void check_internal(case_data *cd, decoder_model *m, run_out *o_none) {
     snprintf(what, sizeof what, "%s layer pieces == forward", nm);
     tl_check_close(what, hid, o_none->hidden, T * H, 1e-6);
     free(x); free(q); free(k); free(v); free(att); free(lse);
-    free(logp); free(ent); free(hid);
+    free(hid);
 }
 
 // Greedy rollout (paged KV cache, decode one token at a time) == an uncached greedy decode that re-runs the
 // whole prefix through decoder_forward for every token. Prompt + generation stay within the sliding window,
 // which the decode's paged attention does not apply.
-static void check_decode(case_data *cd, decoder_model *m) {
+// Greedy decode of two prompts (p0 and 2 tokens, new_tokens each) by the rollout engine (block_size-token KV
+// blocks) against an uncached decode (the packed forward on the whole sequence at every step); returns the
+// engine's result for the caller's KV checks (free it).
+static void check_decode(case_data *cd, decoder_model *m, int p0, int new_tokens, int block_size, rollout_result *out) {
     const model_config *c = &cd->cfg;
-    int max_len = c->sliding_window > 0 ? c->sliding_window : 64;
-    for (int l = 0; l < c->num_hidden_layers; l++)
-        if (c->layer_types[l] == LAYER_FULL && c->sliding_window <= 0) max_len = 64;
-    if (max_len > 64) max_len = 64;
-    const int P[2] = {max_len / 3 > 0 ? max_len / 3 : 1, 2};
-    const int new_tokens = max_len - P[0];
+    const int P[2] = {p0, 2};
     rollout_config rc;
     rollout_config_default(&rc);
+    if (block_size > 0) rc.block_size = block_size;
     rc.n = 1;
     rc.sampling.temperature = 0.0f;
     rc.max_new_tokens = new_tokens;
@@ -324,14 +152,75 @@ static void check_decode(case_data *cd, decoder_model *m) {
         }
         free(seq); free(pos); free(logits); free(hid);
     }
-    TL_CHECK(same, "%s: greedy rollout decode == uncached decode, token for token", cd->fc->name);
+    TL_CHECK(same, "%s: greedy rollout decode == uncached decode, token for token", cd->name);
     // the engine's decode arithmetic (rowgemm, paged attention) differs from the packed forward by rounding
-    TL_CHECK(worst_lp <= 1e-4, "%s: greedy decode log-probs vs uncached: max abs err %.3g", cd->fc->name, worst_lp);
-    printf("  %s: greedy decode of %d + %d tokens == uncached decode (log-prob err %.2g)\n", cd->fc->name, P[0], new_tokens,
+    TL_CHECK(worst_lp <= 1e-4, "%s: greedy decode log-probs vs uncached: max abs err %.3g", cd->name, worst_lp);
+    printf("  %s: greedy decode of %d + %d tokens == uncached decode (log-prob err %.2g)\n", cd->name, P[0], new_tokens,
            worst_lp);
-    rollout_result_free(&res);
+    if (out) *out = res;
+    else rollout_result_free(&res);
     rollout_engine_free(e);
     free(ids[0]); free(ids[1]);
+}
+
+// The decode check within the case's window (every sequence shorter than it, at most 64 tokens).
+static void check_decode_in_window(case_data *cd, decoder_model *m) {
+    const model_config *c = &cd->cfg;
+    int max_len = c->sliding_window > 0 ? c->sliding_window : 64;
+    for (int l = 0; l < c->num_hidden_layers; l++)
+        if (c->layer_types[l] == LAYER_FULL && c->sliding_window <= 0) max_len = 64;
+    if (max_len > 64) max_len = 64;
+    const int p0 = max_len / 3 > 0 ? max_len / 3 : 1;
+    check_decode(cd, m, p0, max_len - p0, 0, NULL);
+}
+
+// Decode far past a small window (W = 8, 4-token KV blocks): the prompt is longer than the window, the
+// sequences grow to 6x it, so a sliding layer's paged attention reads only its last W keys while its older
+// blocks are recycled. Against the uncached forward, whose attention masks the window (the packed flash kernel,
+// itself checked against torch above). Gemma 3's sliding/global mix, Mistral's all-sliding layers, Qwen2's
+// max_window_layers.
+static const struct {
+    const char *name, *json;
+} PAST_WINDOW[] = {
+    {"gemma3_decode_past_window", "{\"model_type\":\"gemma3_text\",\"vocab_size\":301,\"hidden_size\":64,"
+     "\"intermediate_size\":96,\"num_hidden_layers\":3,\"num_attention_heads\":4,\"num_key_value_heads\":1,\"head_dim\":16,"
+     "\"max_position_embeddings\":512,\"rms_norm_eps\":1e-6,\"rope_theta\":1000000.0,\"rope_local_base_freq\":10000.0,"
+     "\"sliding_window\":8,\"sliding_window_pattern\":3,\"query_pre_attn_scalar\":16,\"final_logit_softcapping\":5.0,"
+     "\"hidden_activation\":\"gelu_pytorch_tanh\",\"tie_word_embeddings\":true}"},
+    {"mistral_decode_past_window", "{\"model_type\":\"mistral\",\"vocab_size\":257,\"hidden_size\":48,\"intermediate_size\":80,"
+     "\"num_hidden_layers\":2,\"num_attention_heads\":6,\"num_key_value_heads\":2,\"head_dim\":16,"
+     "\"max_position_embeddings\":512,\"rms_norm_eps\":1e-5,\"rope_theta\":10000.0,\"sliding_window\":8,"
+     "\"tie_word_embeddings\":false}"},
+    {"qwen2_decode_past_window", "{\"model_type\":\"qwen2\",\"vocab_size\":263,\"hidden_size\":64,\"intermediate_size\":96,"
+     "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"num_key_value_heads\":2,\"max_position_embeddings\":512,"
+     "\"rms_norm_eps\":1e-6,\"rope_theta\":1000000.0,\"tie_word_embeddings\":true,\"use_sliding_window\":true,"
+     "\"sliding_window\":8,\"max_window_layers\":1}"},
+};
+
+static void check_decode_past_window(backend_ctx *be) {
+    for (size_t k = 0; k < sizeof PAST_WINDOW / sizeof PAST_WINDOW[0]; k++) {
+        model_config cfg;
+        model_config_parse(&cfg, PAST_WINDOW[k].json, PAST_WINDOW[k].name);
+        int n_win = 0;
+        for (int l = 0; l < cfg.num_hidden_layers; l++) n_win += decoder_layer_window(&cfg, l) == 8;
+        TL_CHECK(n_win > 0, "%s: some layers slide with W = 8", PAST_WINDOW[k].name);
+        static const int lens[1] = {4};
+        case_data cd;
+        case_build(&cd, PAST_WINDOW[k].name, &cfg, 1.0f, 1, lens, 2000 + (uint64_t)k);
+        decoder_model m;
+        decoder_model_init(&m, &cd.pl, &cd.ps, be);
+        const int p0 = 13, new_tokens = 40, bs = 4;   // sequences of 53 and 42 tokens
+        rollout_result res;
+        check_decode(&cd, &m, p0, new_tokens, bs, &res);
+        // without recycling the sliding layers would hold every block of both sequences
+        const int all_blocks = (p0 + new_tokens + bs - 1) / bs + (2 + new_tokens + bs - 1) / bs;
+        TL_CHECK(res.kv_window_blocks_peak > 0 && res.kv_window_blocks_peak < all_blocks,
+                 "%s: the sliding layers' KV blocks are recycled past the window (peak %d of %d)", cd.name,
+                 res.kv_window_blocks_peak, all_blocks);
+        rollout_result_free(&res);
+        decoder_model_free(&m);
+        case_free(&cd);
+    }
 }
 
 // ---- checkpoints across rlc and a torch reader/writer ----------------------------------------------------------
@@ -418,7 +307,9 @@ int main(void) {
     char *root = tl_tmpdir("families");
     case_data cds[N_CASES];
     for (int i = 0; i < N_CASES; i++) {
-        case_build(&cds[i], &CASES[i], 1000 + (uint64_t)i);
+        model_config cfg;
+        model_config_parse(&cfg, CASES[i].json, CASES[i].name);
+        case_build(&cds[i], CASES[i].name, &cfg, CASES[i].temperature, CASES[i].n_seqs, CASES[i].lens, 1000 + (uint64_t)i);
         case_write(&cds[i], root, i);
     }
     int have_torch = tl_have_torch();
@@ -438,11 +329,12 @@ int main(void) {
         run_model(cd, &m, CKPT_NONE, 0, &o_noent);
         if (have_torch) compare_ref(cd, &m, &o, &o_noent);
         check_internal(cd, &m, &o);
-        check_decode(cd, &m);
+        check_decode_in_window(cd, &m);
         run_free(&o);
         run_free(&o_noent);
         decoder_model_free(&m);
     }
+    check_decode_past_window(&be);
     if (have_torch) check_crossing(root);
     else tl_skip("checkpoint crossing with torch: torch not importable");
     for (int i = 0; i < N_CASES; i++) case_free(&cds[i]);

@@ -10,6 +10,7 @@
 #include "core/common.h"
 #include "io/checkpoint.h"
 #include "model/decoder.h"
+#include "model_case.h"
 #include "testlib.h"
 
 typedef struct {
@@ -55,186 +56,6 @@ static void make_config(model_config *c, const tcase *tc) {
     model_config_finalize(c);
 }
 
-// Weights scaled so that activations stay O(1) and logits spread over a few units.
-static void random_params(param_set *ps, tl_rng *r) {
-    const param_layout *pl = ps->layout;
-    for (int i = 0; i < pl->n_tensors; i++) {
-        const param_tensor *t = &pl->tensors[i];
-        float *p = ps->data + t->offset;
-        if (t->ndim == 1) {
-            for (int64_t j = 0; j < t->numel; j++) p[j] = 1.0f + tl_normal(r, 0.2f);
-        } else if (strstr(t->name, "embed_tokens")) {
-            tl_fill_normal(r, p, t->numel, 2.0f / sqrtf((float)t->shape[1]));   // tied: also the output matrix
-        } else {
-            float std = (strstr(t->name, "lm_head") ? 2.0f : 0.7f) / sqrtf((float)t->shape[1]);
-            tl_fill_normal(r, p, t->numel, std);
-        }
-    }
-}
-
-typedef struct {
-    const tcase *tc;
-    model_config cfg;
-    param_layout pl;
-    param_set ps;
-    int64_t T;
-    int32_t *tokens, *cu, *pos, *targets;
-    float *dlogp, *dent;
-    decoder_batch b;
-    char *dir;
-} case_data;
-
-static void case_build(case_data *cd, const tcase *tc, uint64_t seed) {
-    memset(cd, 0, sizeof *cd);
-    cd->tc = tc;
-    tl_rng r;
-    tl_rng_init(&r, seed);
-    make_config(&cd->cfg, tc);
-    param_layout_init(&cd->pl, &cd->cfg);
-    param_set_init(&cd->ps, &cd->pl);
-    random_params(&cd->ps, &r);
-    int64_t T = 0;
-    for (int s = 0; s < tc->n_seqs; s++) T += tc->lens[s];
-    cd->T = T;
-    cd->tokens = malloc((size_t)T * 4);
-    cd->pos = malloc((size_t)T * 4);
-    cd->targets = malloc((size_t)T * 4);
-    cd->cu = malloc((size_t)(tc->n_seqs + 1) * 4);
-    cd->dlogp = malloc((size_t)T * 4);
-    cd->dent = malloc((size_t)T * 4);
-    cd->cu[0] = 0;
-    for (int s = 0; s < tc->n_seqs; s++) cd->cu[s + 1] = cd->cu[s] + tc->lens[s];
-    for (int64_t t = 0; t < T; t++) {
-        cd->tokens[t] = (int32_t)(tl_uniform(&r, 0, 1) * tc->V) % tc->V;
-        cd->dlogp[t] = tl_normal(&r, 1.0f);
-        cd->dent[t] = tl_normal(&r, 1.0f);
-    }
-    // target = the next token of the same sequence; none (-1) at each sequence's end
-    for (int s = 0; s < tc->n_seqs; s++)
-        for (int32_t t = cd->cu[s]; t < cd->cu[s + 1]; t++) cd->targets[t] = t + 1 < cd->cu[s + 1] ? cd->tokens[t + 1] : -1;
-    cd->b.T = T;
-    cd->b.n_seqs = tc->n_seqs;
-    cd->b.tokens = cd->tokens;
-    cd->b.cu_seqlens = cd->cu;
-    cd->b.pos = cd->pos;
-    decoder_batch_positions(&cd->b);
-}
-
-static void case_free(case_data *cd) {
-    free(cd->tokens); free(cd->pos); free(cd->targets); free(cd->cu); free(cd->dlogp); free(cd->dent);
-    param_set_free(&cd->ps);
-    param_layout_free(&cd->pl);
-    free(cd->dir);
-}
-
-static void json_ints(FILE *f, const char *key, const int32_t *x, int64_t n) {
-    fprintf(f, "\"%s\": [", key);
-    for (int64_t i = 0; i < n; i++) fprintf(f, "%s%d", i ? "," : "", x[i]);
-    fprintf(f, "]");
-}
-static void json_floats(FILE *f, const char *key, const float *x, int64_t n) {
-    fprintf(f, "\"%s\": [", key);
-    for (int64_t i = 0; i < n; i++) fprintf(f, "%s%.9g", i ? "," : "", x[i]);
-    fprintf(f, "]");
-}
-
-static void case_write(case_data *cd, const char *root, int idx) {
-    char sub[64];
-    snprintf(sub, sizeof sub, "case%d", idx);
-    cd->dir = rlc_path_join(root, sub);
-    checkpoint_save(cd->dir, &cd->ps, ST_F32);
-    char *p = rlc_path_join(cd->dir, "case.json");
-    FILE *f = fopen(p, "w");
-    CHECK(f, "open %s", p);
-    fprintf(f, "{");
-    json_ints(f, "tokens", cd->tokens, cd->T); fprintf(f, ",\n");
-    json_ints(f, "targets", cd->targets, cd->T); fprintf(f, ",\n");
-    json_ints(f, "cu_seqlens", cd->cu, cd->tc->n_seqs + 1); fprintf(f, ",\n");
-    json_floats(f, "dlogp", cd->dlogp, cd->T); fprintf(f, ",\n");
-    json_floats(f, "dentropy", cd->dent, cd->T); fprintf(f, ",\n");
-    fprintf(f, "\"temperature\": %.9g,\n\"grad_names\": [", cd->tc->temperature);
-    for (int i = 0; i < cd->pl.n_tensors; i++) fprintf(f, "%s\"%s\"", i ? "," : "", cd->pl.tensors[i].name);
-    fprintf(f, "]}\n");
-    fclose(f);
-    free(p);
-}
-
-// Forward + log-prob (+ backward into a fresh grads set) with checkpoint mode `mode`.
-typedef struct {
-    float *hidden, *logp, *ent;   // (T,H), (T), (T)
-    float *dhidden;               // (T,H)
-    param_set g;
-} run_out;
-
-static void run_model(case_data *cd, decoder_model *m, ckpt_mode mode, int entropy_loss, run_out *o) {
-    const int64_t T = cd->T, H = cd->cfg.hidden_size;
-    o->hidden = malloc((size_t)(T * H) * 4);
-    o->logp = malloc((size_t)T * 4);
-    o->ent = malloc((size_t)T * 4);
-    o->dhidden = malloc((size_t)(T * H) * 4);
-    param_set_init(&o->g, &cd->pl);
-    decoder_acts *a = decoder_acts_new(&cd->cfg, T + 3, mode);
-    decoder_forward(m, a, &cd->b, o->hidden);
-    decoder_logprob(m, a, &cd->b, cd->targets, cd->tc->temperature, o->logp, o->ent);
-    decoder_backward(m, a, &cd->b, cd->targets, cd->tc->temperature, cd->dlogp, entropy_loss ? cd->dent : NULL, &o->g);
-    memcpy(o->dhidden, decoder_acts_dhidden(a), (size_t)(T * H) * 4);
-    decoder_acts_free(a);
-}
-
-static void run_free(run_out *o) {
-    free(o->hidden); free(o->logp); free(o->ent); free(o->dhidden);
-    param_set_free(&o->g);
-}
-
-static float *read_f32(const char *path, int64_t n) {
-    size_t len = 0;
-    char *buf = rlc_read_file(path, &len);
-    if ((int64_t)len != n * 4) { free(buf); return NULL; }
-    float *x = malloc((size_t)n * 4);
-    memcpy(x, buf, (size_t)n * 4);
-    free(buf);
-    return x;
-}
-
-// Compare a case against the torch float64 reference in its out.bin; o_noent: backward without entropy.
-static void compare_ref(case_data *cd, decoder_model *m, run_out *o, run_out *o_noent) {
-    const int64_t T = cd->T, H = cd->cfg.hidden_size, V = cd->cfg.vocab_size;
-    const char *nm = cd->tc->name;
-    int64_t n = T * V + 2 * T + 2 * (T * H + cd->pl.numel);
-    char *p = rlc_path_join(cd->dir, "out.bin");
-    float *ref = rlc_file_exists(p) ? read_f32(p, n) : NULL;
-    free(p);
-    TL_CHECK(ref != NULL, "%s: reference output missing or of the wrong size", nm);
-    if (!ref) return;
-    char what[160];
-    float *logits = malloc((size_t)(T * V) * 4);
-    decoder_logits(m, logits, o->hidden, T);
-    // fp32 forward vs a float64 reference: 1e-4 leaves room for fp32 summation over H, I and the context.
-    snprintf(what, sizeof what, "%s logits", nm);
-    tl_check_close(what, logits, ref, T * V, 1e-4);
-    snprintf(what, sizeof what, "%s logp", nm);
-    tl_check_close(what, o->logp, ref + T * V, T, 1e-4);
-    snprintf(what, sizeof what, "%s entropy", nm);
-    tl_check_close(what, o->ent, ref + T * V + T, T, 1e-4);
-    // gradients: fp32 backward vs float64 autograd, entropy in the loss and not; 1e-4 per tensor.
-    const float *g = ref + T * V + 2 * T;
-    for (int pass = 0; pass < 2; pass++) {
-        run_out *r = pass ? o_noent : o;
-        const char *tag = pass ? " (entropy off)" : "";
-        snprintf(what, sizeof what, "%s d(hidden)%s", nm, tag);
-        tl_check_close(what, r->dhidden, g, T * H, 1e-4);
-        g += T * H;
-        for (int i = 0; i < cd->pl.n_tensors; i++) {
-            const param_tensor *t = &cd->pl.tensors[i];
-            snprintf(what, sizeof what, "%s grad %s%s", nm, t->name, tag);
-            tl_check_close(what, r->g.data + t->offset, g, t->numel, 1e-4);
-            g += t->numel;
-        }
-    }
-    free(logits);
-    free(ref);
-}
-
 // The data-parallel seam: weights handed in block by block through get_block (here: a copy of the
 // parameters, zeroed in the model's own buffer so any read that bypasses the seam shows).
 typedef struct { param_set copy; int calls; } gathered;
@@ -253,9 +74,9 @@ static void check_block_seam(case_data *cd, decoder_model *m, run_out *o_none) {
     run_out o;
     run_model(cd, m, CKPT_FULL, 1, &o);
     char what[160];
-    snprintf(what, sizeof what, "%s get_block seam: logp", cd->tc->name);
+    snprintf(what, sizeof what, "%s get_block seam: logp", cd->name);
     tl_check_close(what, o.logp, o_none->logp, cd->T, 1e-6);
-    snprintf(what, sizeof what, "%s get_block seam: grads", cd->tc->name);
+    snprintf(what, sizeof what, "%s get_block seam: grads", cd->name);
     tl_check_close(what, o.g.data, o_none->g.data, cd->pl.numel, 1e-6);
     TL_CHECK(g.calls > 0, "get_block never called");
     run_free(&o);
@@ -268,26 +89,10 @@ static void check_block_seam(case_data *cd, decoder_model *m, run_out *o_none) {
 // Modes none/selective/full, inference path, packed == alone, accumulation, rollout pieces.
 static void check_internal(case_data *cd, decoder_model *m, run_out *o_none) {
     const int64_t T = cd->T, H = cd->cfg.hidden_size;
-    const char *nm = cd->tc->name;
+    const char *nm = cd->name;
     char what[160];
-    for (int mode = CKPT_SELECTIVE; mode <= CKPT_FULL; mode++) {
-        run_out o;
-        run_model(cd, m, (ckpt_mode)mode, 1, &o);
-        // recompute runs the same kernels on the same inputs: identical up to (at most) rounding order
-        snprintf(what, sizeof what, "%s %s logp == none", nm, decoder_ckpt_name((ckpt_mode)mode));
-        tl_check_close(what, o.logp, o_none->logp, T, 1e-6);
-        snprintf(what, sizeof what, "%s %s grads == none", nm, decoder_ckpt_name((ckpt_mode)mode));
-        tl_check_close(what, o.g.data, o_none->g.data, cd->pl.numel, 1e-6);
-        run_free(&o);
-    }
-    // inference path (no acts) == training path
-    float *logp = malloc((size_t)T * 4), *ent = malloc((size_t)T * 4), *hid = malloc((size_t)(T * H) * 4);
-    decoder_forward(m, NULL, &cd->b, hid);
-    decoder_logprob(m, NULL, &cd->b, cd->targets, cd->tc->temperature, logp, ent);
-    snprintf(what, sizeof what, "%s inference hidden == training", nm);
-    tl_check_close(what, hid, o_none->hidden, T * H, 1e-6);
-    snprintf(what, sizeof what, "%s inference entropy == training", nm);
-    tl_check_close(what, ent, o_none->ent, T, 1e-6);
+    check_modes_inference(cd, m, o_none);
+    float *logp = malloc((size_t)T * 4), *hid = malloc((size_t)(T * H) * 4);   // (T), (T, H) scratch
     // each sequence alone == its slice of the packed batch (sgemm blocking may differ with T: 1e-5)
     float *alone_lp = malloc((size_t)T * 4), *alone_ent = malloc((size_t)T * 4);
     for (int s = 0; s < cd->b.n_seqs; s++) {
@@ -296,7 +101,7 @@ static void check_internal(case_data *cd, decoder_model *m, run_out *o_none) {
         decoder_batch b1 = {.T = len, .n_seqs = 1, .tokens = cd->tokens + s0, .cu_seqlens = cu1, .pos = malloc((size_t)len * 4)};
         decoder_batch_positions(&b1);
         decoder_forward(m, NULL, &b1, NULL);
-        decoder_logprob(m, NULL, &b1, cd->targets + s0, cd->tc->temperature, alone_lp + s0, alone_ent + s0);
+        decoder_logprob(m, NULL, &b1, cd->targets + s0, cd->temperature, alone_lp + s0, alone_ent + s0);
         free(b1.pos);
     }
     snprintf(what, sizeof what, "%s packed logp == alone", nm);
@@ -328,8 +133,8 @@ static void check_internal(case_data *cd, decoder_model *m, run_out *o_none) {
         decoder_acts *a = decoder_acts_new(&cd->cfg, T, CKPT_FULL);
         for (int rep = 0; rep < 2; rep++) {
             decoder_forward(m, a, &cd->b, NULL);
-            decoder_logprob(m, a, &cd->b, cd->targets, cd->tc->temperature, logp, NULL);
-            decoder_backward(m, a, &cd->b, cd->targets, cd->tc->temperature, cd->dlogp, cd->dent, &g2);
+            decoder_logprob(m, a, &cd->b, cd->targets, cd->temperature, logp, NULL);
+            decoder_backward(m, a, &cd->b, cd->targets, cd->temperature, cd->dlogp, cd->dent, &g2);
         }
         for (int64_t i = 0; i < cd->pl.numel; i++) g2.data[i] *= 0.5f;
         snprintf(what, sizeof what, "%s backward accumulates (+=)", nm);
@@ -337,7 +142,7 @@ static void check_internal(case_data *cd, decoder_model *m, run_out *o_none) {
         decoder_acts_free(a);
         param_set_free(&g2);
     }
-    free(logp); free(ent); free(hid); free(alone_lp); free(alone_ent);
+    free(logp); free(hid); free(alone_lp); free(alone_ent);
 }
 
 // acts memory per mode: none > selective > full, and the allocation matches the size query.
@@ -369,7 +174,7 @@ static void check_cli(case_data *cd, run_out *o) {
     }
     fclose(f);
     int rc = tl_system("%s logprob --model %s --data %s --out %s --temperature %.9g --max-batch-tokens 80 --threads 2",
-                       tl_rlc_bin(), cd->dir, in, out, cd->tc->temperature);
+                       tl_rlc_bin(), cd->dir, in, out, cd->temperature);
     TL_CHECK(rc == 0, "rlc logprob exit %d", rc);
     if (rc != 0) { free(in); free(out); return; }
     char *text = rlc_read_file(out, NULL);
@@ -428,7 +233,7 @@ static void check_cli(case_data *cd, run_out *o) {
     // longer than max_position_embeddings (512)
     f = fopen(in, "w");
     fprintf(f, "{\"input_ids\": [");
-    for (int t = 0; t < 513; t++) fprintf(f, "%s%d", t ? "," : "", t % cd->tc->V);
+    for (int t = 0; t < 513; t++) fprintf(f, "%s%d", t ? "," : "", t % cd->cfg.vocab_size);
     fprintf(f, "]}\n");
     fclose(f);
     rc = tl_system("%s logprob --model %s --data %s --out %s 2>%s", tl_rlc_bin(), cd->dir, in, out, err);
@@ -446,7 +251,9 @@ int main(void) {
     char *root = tl_tmpdir("model");
     case_data cds[N_CASES];
     for (int i = 0; i < N_CASES; i++) {
-        case_build(&cds[i], &CASES[i], 1234 + (uint64_t)i);
+        model_config cfg;
+        make_config(&cfg, &CASES[i]);
+        case_build(&cds[i], CASES[i].name, &cfg, CASES[i].temperature, CASES[i].n_seqs, CASES[i].lens, 1234 + (uint64_t)i);
         case_write(&cds[i], root, i);
     }
     if (have_torch) {

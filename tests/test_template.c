@@ -5,7 +5,8 @@
 // (malformed templates, unknown filters and tests, raise_exception, undefined values, constructs outside the
 // subset) must be one line naming the template and line, with jinja2's message where the template raises it.
 // Then the chat layer of a tokenizer: tokenizer_config.json chat_template as a string or a named list,
-// chat_template.jinja precedence, a --chat-template file, special tokens, and an absent template.
+// chat_template.jinja precedence, a --chat-template file, special tokens, and an absent template; and that
+// the data paths render Llama 3.2's dated template the same on two days of an injected clock.
 #include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
@@ -320,11 +321,96 @@ static void test_sft_masks(void) {
     free(dir);
 }
 
+// Two "days" for strftime_now: the injected clock returns *(int64_t *)arg.
+static int64_t fixed_clock(void *arg) { return *(const int64_t *)arg; }
+
+// Llama 3.2's template prints strftime_now("%d %b %Y") unless date_string is passed. A template call with no
+// date_string follows the clock (transformers does the same); the data paths pin date_string, so a dataset
+// and SFT data render the same on every day.
+// A byte-level BPE tokenizer.json whose vocabulary is the 256 byte symbols (GPT-2's bytes_to_unicode), no merges:
+// every text encodes, one id per byte.
+static char *byte_vocab_tokenizer(void) {
+    cJSON *j = cJSON_Parse(TINY_TOK), *vocab = cJSON_CreateObject();
+    int n = 0;
+    for (int b = 0; b < 256; b++) {
+        const int printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+        const unsigned cp = printable ? (unsigned)b : 256u + (unsigned)n++;
+        char u[3] = {(char)(0xC0 | (cp >> 6)), (char)(0x80 | (cp & 0x3F)), 0}, a[2] = {(char)cp, 0};
+        cJSON_AddNumberToObject(vocab, cp < 128 ? a : u, b);
+    }
+    cJSON *model = cJSON_GetObjectItemCaseSensitive(j, "model");
+    cJSON_ReplaceItemInObjectCaseSensitive(model, "vocab", vocab);
+    cJSON *added = cJSON_GetObjectItemCaseSensitive(j, "added_tokens");   // the specials move past the bytes
+    cJSON_SetNumberHelper(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(added, 0), "id"), 256);
+    cJSON_SetNumberHelper(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(added, 1), "id"), 257);
+    char *txt = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    return txt;
+}
+
+static void test_date_pinned(void) {
+    char *dir = tl_tmpdir("template_date");
+    char *tok = byte_vocab_tokenizer();
+    char *tj = write_tmp(dir, "tokenizer.json", tok);
+    free(tj);
+    free(tok);
+    rlc_tokenizer *t = rlc_tok_load(dir, NULL);
+    rlc_tok_load_chat_template(t, "tests/data/templates/llama3.2.jinja");
+    int64_t day = 1700000000;   // mid-November 2023; the other day is 40 days later
+    rlc_tok_set_chat_clock(t, fixed_clock, &day);
+    const char *msgs = "[{\"role\":\"user\",\"content\":\"hi\"}]";
+    int rc;
+    char *a = chat(t, msgs, NULL, 1, NULL, &rc);
+    TL_CHECK(rc == 0, "llama3.2 render: %s", a);
+    day += 40 * 86400;
+    char *b = chat(t, msgs, NULL, 1, NULL, &rc);
+    TL_CHECK(rc == 0 && strcmp(a, b) != 0, "the injected clock changes strftime_now's date: %s", b);
+    TL_CHECK(strstr(a, "Today Date: 14 Nov 2023") || strstr(a, "Today Date: 15 Nov 2023"), "day one's date: %s", a);
+    free(a);
+    free(b);
+
+    // a verl-row dataset loaded on each day: the same prompts, with the pinned date
+    char *rows = write_tmp(dir, "rows.jsonl",
+                           "{\"prompt\": [{\"role\": \"system\", \"content\": \"Be brief.\"}, {\"role\": \"user\", \"content\": \"1+1?\"}], "
+                           "\"data_source\": \"x\", \"reward_model\": {\"ground_truth\": \"2\"}}\n");
+    rlc_data_opts o;
+    rlc_data_opts_default(&o);
+    rlc_dataset d1, d2;
+    day = 1700000000;
+    rlc_dataset_load(&d1, rows, t, &o);
+    day += 40 * 86400;
+    rlc_dataset_load(&d2, rows, t, &o);
+    TL_CHECK(d1.n == 1 && d2.n == 1 && !strcmp(d1.items[0].prompt_text, d2.items[0].prompt_text) &&
+                 d1.items[0].n_ids == d2.items[0].n_ids &&
+                 !memcmp(d1.items[0].ids, d2.items[0].ids, (size_t)d1.items[0].n_ids * sizeof(int32_t)),
+             "a dataset renders the same on two days");
+    TL_CHECK(d1.n == 1 && d1.items[0].n_ids == (int64_t)strlen(d1.items[0].prompt_text), "one id per byte");
+    TL_CHECK(d1.n == 1 && strstr(d1.items[0].prompt_text, "Today Date: " RLC_CHAT_DATE_STRING "\n"),
+             "the dataset's date is the pinned one: %s", d1.n ? d1.items[0].prompt_text : "");
+    rlc_dataset_free(&d1);
+    rlc_dataset_free(&d2);
+
+    // SFT conversations through the same path
+    rlc_chat_msg m[2] = {{"user", "hi", NULL}, {"assistant", "yo", NULL}};
+    rlc_strbuf s1 = {0}, s2 = {0};
+    day = 1700000000;
+    rlc_tok_chat_render(t, m, 2, 0, -1, &s1);
+    day += 40 * 86400;
+    rlc_tok_chat_render(t, m, 2, 0, -1, &s2);
+    TL_CHECK(s1.s && s2.s && !strcmp(s1.s, s2.s) && strstr(s1.s, RLC_CHAT_DATE_STRING), "SFT rendering is pinned: %s", s1.s ? s1.s : "");
+    rlc_sb_free(&s1);
+    rlc_sb_free(&s2);
+    free(rows);
+    rlc_tok_free(t);
+    free(dir);
+}
+
 int main(void) {
     test_constructs();
     test_constructs_vs_jinja2();
     test_errors();
     test_chat_layer();
     test_sft_masks();
+    test_date_pinned();
     return tl_summary();
 }

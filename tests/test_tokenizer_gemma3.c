@@ -9,23 +9,12 @@
 // Skips with a message when the npm oracles or ../shared/data/gsm8k are absent.
 #include "test_tokenizer_util.h"
 
-// ---- the spec's test vectors (models.md §5.3-5.4, §6) ----
-
-static const char Q[] = "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. How many "
-                        "clips did Natalia sell altogether in April and May?";
-
-static int ids_eq(const rlc_ivec *v, const int32_t *w, int64_t n) {
-    return v->n == n && !memcmp(v->v, w, (size_t)n * sizeof(int32_t));
-}
-
-
 // Special ids (models.md §5.4): Gemma 3's stop list [1, 106] merged with the tokenizer's eos
 // <end_of_turn>; pad <pad> 0; GemmaTokenizer rebuilds the post-processor from add_bos_token /
 // add_eos_token as transformers does.
 static void test_specials(void) {
-    const char *d = NPM "tokenizer-gemma3/models";
-    if (!rlc_file_exists(d)) { tl_skip("%s absent: special ids skipped", d); return; }
-    rlc_tokenizer *t = rlc_tok_load(d, NULL);
+    rlc_tokenizer *t = tt_load_pkg("gemma3", "special ids");
+    if (!t) return;
     const rlc_tok_special *sp = rlc_tok_specials(t);
     TL_CHECK(sp->bos_id == 2 && sp->eos_id == 106 && sp->pad_id == 0 && !sp->pad_fallback && sp->bos_added,
              "Gemma 3: bos 2, eos <end_of_turn> 106, pad 0, the post-processor adds <bos>");
@@ -56,43 +45,31 @@ static void test_specials(void) {
 }
 
 int main(void) {
-    if (!tt_have_node()) {
-        tl_skip("node or the npm oracles absent (scripts/install-deps.sh): oracle comparisons skipped");
-        return tl_summary();
-    }
+    int n_hard, gsm8k;
+    char *dir;
+    if (!tt_oracles_begin("tokgemma", &n_hard, &gsm8k, &dir)) return tl_summary();
     rlc_ivec ids = {0};
-    if (!rlc_file_exists(NPM "tokenizer-gemma3/models")) {
-        tl_skip("%s absent: the spec's vectors skipped", NPM "tokenizer-gemma3/models");
-    } else {   // Gemma 3 chat (46 ids) and the plain question with the post-processor's <bos>
-        rlc_tokenizer *t = rlc_tok_load(NPM "tokenizer-gemma3/models", NULL);
+    rlc_tokenizer *t = tt_load_pkg("gemma3", "the spec's vectors");
+    if (t) {   // Gemma 3 chat (46 ids) and the plain question with the post-processor's <bos>
         rlc_strbuf s = {0};
-        rlc_sb_printf(&s, "<bos><start_of_turn>user\n%s<end_of_turn>\n<start_of_turn>model\n", Q);
+        rlc_sb_printf(&s, "<bos><start_of_turn>user\n%s<end_of_turn>\n<start_of_turn>model\n", TT_GSM8K_Q);
         static const int32_t want[] = {2, 105, 2364, 107, 91516, 722, 5463, 35381, 531, 236743, 236812, 236828, 529, 1116, 4690, 528,
                                        5365, 236764, 532, 1299, 1304, 5463, 3746, 618, 1551, 35381, 528, 3353, 236761, 2088, 1551, 35381,
                                        1602, 123807, 6739, 29654, 528, 5365, 532, 3353, 236881, 106, 107, 105, 4368, 107};
         rlc_tok_encode_chat(t, s.s, s.n, &ids);
-        TL_CHECK(ids_eq(&ids, want, 46), "Gemma 3 chat vector (46 ids, one <bos>; got %lld)", (long long)ids.n);
+        TL_CHECK(tt_ids_eq(&ids, want, 46), "Gemma 3 chat vector (46 ids, one <bos>; got %lld)", (long long)ids.n);
         ids.n = 0;
-        rlc_tok_encode_text(t, Q, strlen(Q), &ids);
+        rlc_tok_encode_text(t, TT_GSM8K_Q, strlen(TT_GSM8K_Q), &ids);
         TL_CHECK(ids.n == 38 && ids.v[0] == 2 && !memcmp(ids.v + 1, want + 4, 37 * sizeof(int32_t)),
                  "Gemma 3 plain question: <bos> + 37 ids");
-        static const struct { const char *s; int32_t id; } one[] = {{"user", 2364}, {"model", 4368}, {"\n", 107}, {"\n\n", 108},
-                                                                     {" ", 236743}};
-        for (size_t i = 0; i < sizeof one / sizeof one[0]; i++) {
-            ids.n = 0;
-            rlc_tok_encode(t, one[i].s, strlen(one[i].s), &ids);
-            TL_CHECK(ids.n == 1 && ids.v[0] == one[i].id, "Gemma 3 %s -> %d", tt_show(one[i].s), one[i].id);
-        }
+        static const tt_one_token one[] = {{"user", 2364}, {"model", 4368}, {"\n", 107}, {"\n\n", 108}, {" ", 236743}};
+        tt_check_one_tokens(t, one, (int)(sizeof one / sizeof one[0]), "Gemma 3");
         rlc_sb_free(&s);
         rlc_tok_free(t);
     }
     rlc_iv_free(&ids);
     test_specials();
-    char *dir = tl_tmpdir("tokgemma");
-    int san = getenv("RLC_SAN") && !strcmp(getenv("RLC_SAN"), "1");   // the sanitizer build is ~10x slower: fewer strings
-    if (san) tl_skip("RLC_SAN: the GSM8K comparison is left out and 5,000 strings shrink to 500");
-    tt_test_family("gemma3", san ? 500 : 5000, !san, 3, dir);
-    tl_system("rm -rf '%s'", dir);
-    free(dir);
+    tt_test_family("gemma3", n_hard, gsm8k, 3, dir);
+    tt_oracles_end(dir);
     return tl_summary();
 }

@@ -166,15 +166,8 @@ static void check_variant(const char *name, const char *path, const tt_strs *tex
     rlc_tok_free(t);
 }
 
-typedef struct { const char *json; } bad_arg;
-static void load_bad(void *p) {
-    const bad_arg *a = p;
-    rlc_tokenizer *t = rlc_tok_from_json(a->json, strlen(a->json), "bad.json", NULL);
-    rlc_tok_free(t);
-}
-
 static void test_errors(void) {
-    static const char *CASES[][2] = {
+    static const char *const CASES[][2] = {
         {"{\"model\": {\"type\": \"WordPiece\", \"vocab\": {}}}", "unsupported model type 'WordPiece'"},
         {"{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [], \"continuing_subword_prefix\": \"##\"}}",
          "continuing_subword_prefix"},
@@ -195,13 +188,7 @@ static void test_errors(void) {
         {"{\"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"Regex\": \"(\"}, \"behavior\": \"Isolated\"}, \"model\": "
          "{\"type\": \"BPE\", \"vocab\": {}, \"merges\": []}}", "does not compile"},
     };
-    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
-        char msg[2048];
-        bad_arg a = {CASES[i][0]};
-        int rc = tt_expect_die(load_bad, &a, msg, sizeof msg);
-        TL_CHECK(rc == 1 && strstr(msg, CASES[i][1]) && strstr(msg, "bad.json") && strchr(msg, '\n') == msg + strlen(msg) - 1,
-                 "error case %zu names '%s': %s", i, CASES[i][1], msg);
-    }
+    tt_check_bad_files(CASES, (int)(sizeof CASES / sizeof CASES[0]));
 }
 
 static void test_pattern_rewrite(void) {

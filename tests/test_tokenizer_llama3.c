@@ -11,22 +11,11 @@
 // Skips with a message when the npm oracles or ../shared/data/gsm8k are absent.
 #include "test_tokenizer_util.h"
 
-// ---- the spec's test vectors (models.md §5.3-5.4, §6) ----
-
-static const char Q[] = "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. How many "
-                        "clips did Natalia sell altogether in April and May?";
-
-static int ids_eq(const rlc_ivec *v, const int32_t *w, int64_t n) {
-    return v->n == n && !memcmp(v->v, w, (size_t)n * sizeof(int32_t));
-}
-
-
 // Special ids (models.md §5.4): Llama 3.1's generation_config.json stop list merged with the tokenizer's
 // eos; no pad, so pad falls back to the first generation eos as generate() does; BOS by the post-processor.
 static void test_specials(void) {
-    const char *d = NPM "tokenizer-llama3_1/models";
-    if (!rlc_file_exists(d)) { tl_skip("%s absent: special ids skipped", d); return; }
-    rlc_tokenizer *t = rlc_tok_load(d, NULL);
+    rlc_tokenizer *t = tt_load_pkg("llama3_1", "special ids");
+    if (!t) return;
     char *tc = rlc_read_file(NPM "tokenizer-llama3_1/models/tokenizer_config.json", NULL);
     rlc_tok_apply_config(t, tc, "tokenizer_config.json",
                          "{\"bos_token_id\": 128000, \"eos_token_id\": [128001, 128008, 128009], \"do_sample\": true, "
@@ -55,21 +44,18 @@ static void test_specials(void) {
 }
 
 int main(void) {
-    if (!tt_have_node()) {
-        tl_skip("node or the npm oracles absent (scripts/install-deps.sh): oracle comparisons skipped");
-        return tl_summary();
-    }
+    int n_hard, gsm8k;
+    char *dir;
+    if (!tt_oracles_begin("tokllama3", &n_hard, &gsm8k, &dir)) return tl_summary();
     rlc_ivec ids = {0};
-    if (!rlc_file_exists(NPM "tokenizer-llama3_1/models")) {
-        tl_skip("%s absent: the spec's vectors skipped", NPM "tokenizer-llama3_1/models");
-    } else {   // Llama 3.2 chat (date 26 Jul 2024, 73 ids): one 128000 from the template's text, none added
-        rlc_tokenizer *t = rlc_tok_load(NPM "tokenizer-llama3_1/models", NULL);
+    rlc_tokenizer *t = tt_load_pkg("llama3_1", "the spec's vectors");
+    if (t) {   // Llama 3.2 chat (date 26 Jul 2024, 73 ids): one 128000 from the template's text, none added
         rlc_strbuf s = {0};
         rlc_sb_printf(&s,
                       "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\n"
                       "Today Date: 26 Jul 2024\n\n<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n%s<|eot_id|>"
                       "<|start_header_id|>assistant<|end_header_id|>\n\n",
-                      Q);
+                      TT_GSM8K_Q);
         static const int32_t want[] = {128000, 128006, 9125, 128007, 271, 38766, 1303, 33025, 2696, 25, 6790, 220, 2366, 18, 198,
                                        15724, 2696, 25, 220, 1627, 10263, 220, 2366, 19, 271, 128009, 128006, 882, 128007, 271,
                                        45, 4306, 689, 6216, 27203, 311, 220, 2166, 315, 1077, 4885, 304, 5936, 11, 323, 1243,
@@ -77,20 +63,16 @@ int main(void) {
                                        4662, 31155, 304, 5936, 323, 3297, 30, 128009, 128006, 78191, 128007, 271};
         ids.n = 0;
         rlc_tok_encode_chat(t, s.s, s.n, &ids);
-        TL_CHECK(ids_eq(&ids, want, 73), "Llama 3.2 chat vector (73 ids; got %lld)", (long long)ids.n);
+        TL_CHECK(tt_ids_eq(&ids, want, 73), "Llama 3.2 chat vector (73 ids; got %lld)", (long long)ids.n);
         ids.n = 0;
         rlc_tok_encode_ex(t, s.s, s.n, 1, &ids);
         TL_CHECK(ids.n == 74 && ids.v[0] == 128000 && ids.v[1] == 128000, "add_special_tokens=True on a rendered prompt: double BOS");
         ids.n = 0;
-        rlc_tok_encode_text(t, Q, strlen(Q), &ids);
+        rlc_tok_encode_text(t, TT_GSM8K_Q, strlen(TT_GSM8K_Q), &ids);
         TL_CHECK(ids.n == 39 && ids.v[0] == 128000 && !memcmp(ids.v + 1, want + 30, 38 * sizeof(int32_t)),
                  "Llama 3.1 plain question: 128000 + 38 ids");
-        static const struct { const char *s; int32_t id; } one[] = {{"user", 882}, {"assistant", 78191}, {"system", 9125}, {"\n\n", 271}};
-        for (size_t i = 0; i < sizeof one / sizeof one[0]; i++) {
-            ids.n = 0;
-            rlc_tok_encode(t, one[i].s, strlen(one[i].s), &ids);
-            TL_CHECK(ids.n == 1 && ids.v[0] == one[i].id, "Llama 3 %s -> %d", tt_show(one[i].s), one[i].id);
-        }
+        static const tt_one_token one[] = {{"user", 882}, {"assistant", 78191}, {"system", 9125}, {"\n\n", 271}};
+        tt_check_one_tokens(t, one, (int)(sizeof one / sizeof one[0]), "Llama 3");
         // ignore_merges: " việc" is one vocab entry that rank-ordered merging cannot reach
         ids.n = 0;
         rlc_tok_encode(t, " vi\xE1\xBB\x87" "c", 7, &ids);
@@ -110,12 +92,8 @@ int main(void) {
     }
     rlc_iv_free(&ids);
     test_specials();
-    char *dir = tl_tmpdir("tokllama3");
-    int san = getenv("RLC_SAN") && !strcmp(getenv("RLC_SAN"), "1");   // the sanitizer build is ~10x slower: fewer strings
-    if (san) tl_skip("RLC_SAN: the GSM8K comparison is left out and 5,000 strings shrink to 500");
-    tt_test_family("llama3_1", san ? 500 : 5000, !san, 5, dir);
-    tt_test_family("qwen3", san ? 500 : 5000, 0, 6, dir);
-    tl_system("rm -rf '%s'", dir);
-    free(dir);
+    tt_test_family("llama3_1", n_hard, gsm8k, 5, dir);
+    tt_test_family("qwen3", n_hard, 0, 6, dir);
+    tt_oracles_end(dir);
     return tl_summary();
 }

@@ -11,14 +11,6 @@
 // Skips with a message when the npm oracles or ../shared/data/gsm8k are absent.
 #include "test_tokenizer_util.h"
 
-// ---- the spec's test vectors (models.md §5.3-5.4, §6) ----
-
-
-static int ids_eq(const rlc_ivec *v, const int32_t *w, int64_t n) {
-    return v->n == n && !memcmp(v->v, w, (size_t)n * sizeof(int32_t));
-}
-
-
 // ---- SentencePiece front-ends on variants of Mistral's file ----
 
 typedef struct {
@@ -127,19 +119,11 @@ static void test_variants(const char *dir) {
     cJSON_Delete(base);
 }
 
-
 // ---- one-line errors for what is not supported ----
-
-typedef struct { const char *json; } bad_arg;
-static void load_bad(void *p) {
-    const bad_arg *a = p;
-    rlc_tokenizer *t = rlc_tok_from_json(a->json, strlen(a->json), "bad.json", NULL);
-    rlc_tok_free(t);
-}
 
 static void test_errors(void) {
 #define M "\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}"
-    static const char *CASES[][2] = {
+    static const char *const CASES[][2] = {
         {"{\"normalizer\": {\"type\": \"Lowercase\"}, " M "}", "unsupported normalizer type 'Lowercase'"},
         {"{\"normalizer\": {\"type\": \"Replace\", \"pattern\": {\"String\": \"\"}, \"content\": \"x\"}, " M "}", "empty String pattern"},
         {"{\"normalizer\": {\"type\": \"Prepend\"}, " M "}", "Prepend needs a string \"prepend\""},
@@ -158,21 +142,14 @@ static void test_errors(void) {
         {"{\"decoder\": {\"type\": \"CTC\"}, " M "}", "unsupported decoder type 'CTC'"},
     };
 #undef M
-    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
-        char msg[2048];
-        bad_arg a = {CASES[i][0]};
-        int rc = tt_expect_die(load_bad, &a, msg, sizeof msg);
-        TL_CHECK(rc == 1 && strstr(msg, CASES[i][1]) && strstr(msg, "bad.json") && strchr(msg, '\n') == msg + strlen(msg) - 1,
-                 "error case %zu names '%s': %s", i, CASES[i][1], msg);
-    }
+    tt_check_bad_files(CASES, (int)(sizeof CASES / sizeof CASES[0]));
 }
 
 // Special ids: Mistral v0.1 has no pad (pad falls back to </s>), eos </s> 2 is the stop id, <s> by the
 // post-processor (LlamaTokenizer, add_bos_token true).
 static void test_specials(void) {
-    const char *d = NPM "tokenizer-llama2/models";
-    if (!rlc_file_exists(d)) { tl_skip("%s absent: special ids skipped", d); return; }
-    rlc_tokenizer *t = rlc_tok_load(d, NULL);
+    rlc_tokenizer *t = tt_load_pkg("llama2", "special ids");
+    if (!t) return;
     const rlc_tok_special *sp = rlc_tok_specials(t);
     TL_CHECK(sp->bos_id == 1 && sp->eos_id == 2 && sp->pad_id == 2 && sp->pad_fallback && sp->n_stop == 1 && rlc_tok_is_stop(t, 2) &&
                  sp->bos_added,
@@ -182,15 +159,12 @@ static void test_specials(void) {
 
 int main(void) {
     test_errors();
-    if (!tt_have_node()) {
-        tl_skip("node or the npm oracles absent (scripts/install-deps.sh): oracle comparisons skipped");
-        return tl_summary();
-    }
+    int n_hard, gsm8k;
+    char *dir;
+    if (!tt_oracles_begin("tokmistral", &n_hard, &gsm8k, &dir)) return tl_summary();
     rlc_ivec ids = {0};
-    if (!rlc_file_exists(NPM "tokenizer-llama2/models")) {
-        tl_skip("%s absent: the spec's vectors skipped", NPM "tokenizer-llama2/models");
-    } else {   // Mistral v0.1 (legacy): the spec's table of front-end differences and [INST] in pieces
-        rlc_tokenizer *t = rlc_tok_load(NPM "tokenizer-llama2/models", NULL);
+    rlc_tokenizer *t = tt_load_pkg("llama2", "the spec's vectors");
+    if (t) {   // Mistral v0.1 (legacy): the spec's table of front-end differences and [INST] in pieces
         ids.n = 0;
         rlc_tok_encode(t, "[INST]", 6, &ids);
         TL_CHECK(ids.n == 3 && ids.v[0] == 733 && ids.v[1] == 16289 && ids.v[2] == 28793, "Mistral [INST] -> 733 16289 28793");
@@ -208,12 +182,8 @@ int main(void) {
     }
     rlc_iv_free(&ids);
     test_specials();
-    char *dir = tl_tmpdir("tokmistral");
-    int san = getenv("RLC_SAN") && !strcmp(getenv("RLC_SAN"), "1");   // the sanitizer build is ~10x slower: fewer strings
-    if (san) tl_skip("RLC_SAN: the GSM8K comparison is left out and 5,000 strings shrink to 500");
-    tt_test_family("llama2", san ? 500 : 5000, !san, 4, dir);
+    tt_test_family("llama2", n_hard, gsm8k, 4, dir);
     test_variants(dir);
-    tl_system("rm -rf '%s'", dir);
-    free(dir);
+    tt_oracles_end(dir);
     return tl_summary();
 }

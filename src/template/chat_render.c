@@ -15,7 +15,7 @@ int rlc_chat_check_inputs(const cJSON *messages, const cJSON *tools, const cJSON
     for (const cJSON *m = messages->child; m; m = m->next, i++) {
         const cJSON *r = NULL;
         if ((m->type & 0xFF) == cJSON_Object)
-            for (r = m->child; r && strcmp(r->string, "role"); r = r->next) {}
+            for (r = m->child; r && (r->string[0] != 'r' || strcmp(r->string, "role")); r = r->next) {}
         if (!r || (r->type & 0xFF) != cJSON_String) {
             rlc_sb_printf(err, "message %d must be an object with a string \"role\"", i);
             return -1;

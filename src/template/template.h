@@ -8,6 +8,7 @@
 // A parsed template is read-only: one template may be rendered from several threads at once.
 #pragma once
 #include <stddef.h>
+#include <stdint.h>
 
 #include "core/strbuf.h"
 
@@ -17,6 +18,9 @@ typedef struct rlc_tmpl rlc_tmpl;
 // Parse template source (src[0..n)); `name` appears in error messages. NULL on error (err set).
 rlc_tmpl *rlc_tmpl_parse(const char *src, size_t n, const char *name, rlc_strbuf *err);
 void rlc_tmpl_free(rlc_tmpl *t);
+// The clock strftime_now reads (seconds since the epoch, shown in local time); now NULL: the system clock.
+// Set it before rendering, not during (a template is read-only while it renders). Tests inject days with it.
+void rlc_tmpl_set_clock(rlc_tmpl *t, int64_t (*now)(void *arg), void *arg);
 
 // Render with the variables of `vars` (a cJSON object, or NULL) on top of the globals (range, namespace,
 // dict, raise_exception, strftime_now). Appends to out; on error returns -1 and err holds one line

@@ -49,7 +49,7 @@ static size_t cp_next(const char *s, size_t n, size_t i, int32_t *cp) {
 static void put_cp(rlc_strbuf *o, int32_t cp) {
     utf8proc_uint8_t b[4];
     utf8proc_ssize_t k = utf8proc_encode_char(cp, b);
-    rlc_sb_append(o, b, (size_t)k);
+    tm_put(o, b, (size_t)k);
 }
 // Python str.isspace() for one code point
 static int py_space(int32_t cp) {
@@ -125,7 +125,7 @@ tv tm_py_case(tm_ctx *c, tv s, int mode) {   // 0 lower, 1 upper, 2 capitalize, 
         const char *sp = NULL;
         for (size_t k = 0; k < sizeof SPECIAL_CASE / sizeof *SPECIAL_CASE; k++)
             if (SPECIAL_CASE[k].cp == cp) sp = want_lower ? SPECIAL_CASE[k].lower : want_title ? SPECIAL_CASE[k].title : SPECIAL_CASE[k].upper;
-        if (sp) { rlc_sb_puts(&sb, sp); continue; }
+        if (sp) { tm_puts(&sb, sp); continue; }
         put_cp(&sb, want_lower ? utf8proc_tolower(cp) : want_title ? utf8proc_totitle(cp) : utf8proc_toupper(cp));
     }
     return arena_str(c, &sb);
@@ -246,26 +246,26 @@ tv tm_py_replace(tm_ctx *c, tv s, tv old, tv new_, int64_t count) {
     int64_t done = 0;
     if (old.n == 0) {   // Python inserts `new` between every code point (and at both ends)
         while (count < 0 || done < count) {
-            rlc_sb_append(&sb, new_.u.s, new_.n);
+            tm_put(&sb, new_.u.s, new_.n);
             done++;
             if (i >= s.n) break;
             int32_t cp;
             size_t k = cp_next(s.u.s, s.n, i, &cp);
-            rlc_sb_append(&sb, s.u.s + i, k);
+            tm_put(&sb, s.u.s + i, k);
             i += k;
         }
-        rlc_sb_append(&sb, s.u.s + i, s.n - i);
+        tm_put(&sb, s.u.s + i, s.n - i);
         return arena_str(c, &sb);
     }
     while (count < 0 || done < count) {
         const char *f = find_sub(s.u.s + i, s.n - i, old.u.s, old.n);
         if (!f) break;
-        rlc_sb_append(&sb, s.u.s + i, (size_t)(f - s.u.s) - i);
-        rlc_sb_append(&sb, new_.u.s, new_.n);
+        tm_put(&sb, s.u.s + i, (size_t)(f - s.u.s) - i);
+        tm_put(&sb, new_.u.s, new_.n);
         i = (size_t)(f - s.u.s) + old.n;
         done++;
     }
-    rlc_sb_append(&sb, s.u.s + i, s.n - i);
+    tm_put(&sb, s.u.s + i, s.n - i);
     return arena_str(c, &sb);
 }
 static tv m_replace(tm_ctx *c, tv self, tm_args *a) {
@@ -308,8 +308,8 @@ static tv m_join(tm_ctx *c, tv self, tm_args *a) {
             rlc_sb_free(&sb);
             tm_raise(c, "sequence item %zu: expected str instance, %s found", i, tm_type_name(x));
         }
-        if (i) rlc_sb_append(&sb, self.u.s, self.n);
-        rlc_sb_append(&sb, x.u.s, x.n);
+        if (i) tm_put(&sb, self.u.s, self.n);
+        tm_put(&sb, x.u.s, x.n);
     }
     return arena_str(c, &sb);
 }
@@ -371,9 +371,9 @@ static tv m_format(tm_ctx *c, tv self, tm_args *a) {
     int auto_i = 0;
     for (size_t i = 0; i < self.n; i++) {
         char ch = self.u.s[i];
-        if ((ch == '{' || ch == '}') && i + 1 < self.n && self.u.s[i + 1] == ch) { rlc_sb_putc(&sb, ch); i++; continue; }
+        if ((ch == '{' || ch == '}') && i + 1 < self.n && self.u.s[i + 1] == ch) { tm_putc(&sb, ch); i++; continue; }
         if (ch == '}') { rlc_sb_free(&sb); tm_raise(c, "Single '}' encountered in format string"); }
-        if (ch != '{') { rlc_sb_putc(&sb, ch); continue; }
+        if (ch != '{') { tm_putc(&sb, ch); continue; }
         size_t e = i + 1;
         while (e < self.n && self.u.s[e] != '}') e++;
         if (e >= self.n) { rlc_sb_free(&sb); tm_raise(c, "Single '{' encountered in format string"); }
@@ -621,7 +621,7 @@ static tv g_strftime(tm_ctx *c, tv self, tm_args *a) {
     tv f = tm_arg(a, 0, NULL, tv_undef("format"));
     if (f.kind != TV_STR) tm_raise(c, "strftime_now needs a format string");
     char *fmt = tm_strndup(&c->arena, f.u.s, f.n);
-    time_t now = time(NULL);
+    time_t now = c->tmpl->now ? (time_t)c->tmpl->now(c->tmpl->now_arg) : time(NULL);
     struct tm tmv;
     localtime_r(&now, &tmv);
     char buf[512];

@@ -19,7 +19,7 @@ void tm_raise(tm_ctx *c, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    rlc_sb_puts(c->err, buf);
+    tm_puts(c->err, buf);
     longjmp(c->jmp, 1);
 }
 
@@ -240,7 +240,7 @@ static tv do_slice(tm_ctx *c, tv obj, tv *parts) {
             return tv_str(b, (size_t)(e - b));
         }
         rlc_strbuf sb = {0};
-        for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) rlc_sb_append(&sb, cl->v[i].u.s, cl->v[i].n);
+        for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) tm_put(&sb, cl->v[i].u.s, cl->v[i].n);
         tv r = tv_str(tm_strndup(&c->arena, sb.s ? sb.s : "", sb.n), sb.n);
         rlc_sb_free(&sb);
         return r;
@@ -367,7 +367,7 @@ static tv add_chain(tm_ctx *c, tm_scope *s, tnode *n, rlc_strbuf *direct) {
             if (len > TM_MAX_STRING) tm_raise(c, "string longer than %zu bytes", TM_MAX_STRING);
         }
         if (direct) {
-            for (int j = 0; j < np; j++) rlc_sb_append(direct, part_small[j].u.s, part_small[j].n);
+            for (int j = 0; j < np; j++) tm_put(direct, part_small[j].u.s, part_small[j].n);
             return tv_none();
         }
         char *p = tm_alloc_raw(&c->arena, len + 1), *q = p;
@@ -384,7 +384,7 @@ static tv add_chain(tm_ctx *c, tm_scope *s, tnode *n, rlc_strbuf *direct) {
         acc = binop(c, OP_ADD, acc, b);
     }
     if (direct) {
-        if (acc.kind == TV_STR) rlc_sb_append(direct, acc.u.s, acc.n);
+        if (acc.kind == TV_STR) tm_put(direct, acc.u.s, acc.n);
         else tm_to_str(c, acc, direct);
         return tv_none();
     }
@@ -454,6 +454,39 @@ static __attribute__((noinline)) tv eval_n_dict(tm_ctx *c, tm_scope *s, tnode *n
         return tv_dictv(d);
 }
 
+static __attribute__((noinline)) tv eval_n_unary(tm_ctx *c, tm_scope *s, tnode *n) {
+        tv a = tm_eval(c, s, n->a);
+        c->line = n->line;
+        if (a.kind == TV_UNDEF) tm_undef_fail(c, a);
+        if (a.kind == TV_FLOAT) return tv_float(n->type == N_NEG ? -a.u.f : a.u.f);
+        if (a.kind == TV_INT || a.kind == TV_BOOL) {
+            if (n->type == N_NEG && a.u.i == INT64_MIN) tm_raise(c, "integer overflow");
+            return tv_int(n->type == N_NEG ? -a.u.i : a.u.i);
+        }
+        tm_raise(c, "bad operand type for unary %s: '%s'", n->type == N_NEG ? "-" : "+", tm_type_name(a));
+}
+static __attribute__((noinline)) tv eval_n_compare(tm_ctx *c, tm_scope *s, tnode *n) {
+        tv a = tm_eval(c, s, n->kids[0]);
+        for (int i = 1; i < n->nkids; i++) {
+            tv b = tm_eval(c, s, n->kids[i]);
+            c->line = n->line;
+            if (!compare_op(c, n->ops[i - 1], a, b)) return tv_bool(0);
+            a = b;
+        }
+        return tv_bool(1);
+}
+static __attribute__((noinline)) tv eval_n_binop(tm_ctx *c, tm_scope *s, tnode *n) {
+        if (n->op == OP_ADD && n->a->type == N_BINOP && n->a->op == OP_ADD) return add_chain(c, s, n, NULL);
+        tv a = tm_eval(c, s, n->a), b = tm_eval(c, s, n->b);
+        c->line = n->line;
+        return binop(c, n->op, a, b);
+}
+static __attribute__((noinline)) tv eval_n_getitem(tm_ctx *c, tm_scope *s, tnode *n) {
+        tv o = tm_eval(c, s, n->a), k = tm_eval(c, s, n->b);
+        c->line = n->line;
+        return tm_get_item(c, o, k);
+}
+
 tv tm_eval(tm_ctx *c, tm_scope *s, tnode *n) {
     c->line = n->line;
     switch (n->type) {
@@ -467,32 +500,13 @@ tv tm_eval(tm_ctx *c, tm_scope *s, tnode *n) {
         c->line = n->line;
         return tm_get_attr(c, o, n->str, n->slen);
     }
-    case N_GETITEM: {
-        tv o = tm_eval(c, s, n->a), k = tm_eval(c, s, n->b);
-        c->line = n->line;
-        return tm_get_item(c, o, k);
-    }
+    case N_GETITEM: return eval_n_getitem(c, s, n);
     case N_SLICE: return eval_n_slice(c, s, n);
     case N_CALL: return eval_n_call(c, s, n);
     case N_FILTER: return eval_n_filter(c, s, n);
     case N_TEST: return eval_n_test(c, s, n);
-    case N_BINOP: {
-        if (n->op == OP_ADD && n->a->type == N_BINOP && n->a->op == OP_ADD) return add_chain(c, s, n, NULL);
-        tv a = tm_eval(c, s, n->a), b = tm_eval(c, s, n->b);
-        c->line = n->line;
-        return binop(c, n->op, a, b);
-    }
-    case N_NEG: case N_POS: {
-        tv a = tm_eval(c, s, n->a);
-        c->line = n->line;
-        if (a.kind == TV_UNDEF) tm_undef_fail(c, a);
-        if (a.kind == TV_FLOAT) return tv_float(n->type == N_NEG ? -a.u.f : a.u.f);
-        if (a.kind == TV_INT || a.kind == TV_BOOL) {
-            if (n->type == N_NEG && a.u.i == INT64_MIN) tm_raise(c, "integer overflow");
-            return tv_int(n->type == N_NEG ? -a.u.i : a.u.i);
-        }
-        tm_raise(c, "bad operand type for unary %s: '%s'", n->type == N_NEG ? "-" : "+", tm_type_name(a));
-    }
+    case N_BINOP: return eval_n_binop(c, s, n);
+    case N_NEG: case N_POS: return eval_n_unary(c, s, n);
     case N_AND: {
         tv a = tm_eval(c, s, n->a);
         return tm_truthy(a) ? tm_eval(c, s, n->b) : a;
@@ -502,16 +516,7 @@ tv tm_eval(tm_ctx *c, tm_scope *s, tnode *n) {
         return tm_truthy(a) ? a : tm_eval(c, s, n->b);
     }
     case N_NOT: return tv_bool(!tm_truthy(tm_eval(c, s, n->a)));
-    case N_COMPARE: {
-        tv a = tm_eval(c, s, n->kids[0]);
-        for (int i = 1; i < n->nkids; i++) {
-            tv b = tm_eval(c, s, n->kids[i]);
-            c->line = n->line;
-            if (!compare_op(c, n->ops[i - 1], a, b)) return tv_bool(0);
-            a = b;
-        }
-        return tv_bool(1);
-    }
+    case N_COMPARE: return eval_n_compare(c, s, n);
     case N_CONCAT: return eval_n_concat(c, s, n);
     case N_COND:
         if (tm_truthy(tm_eval(c, s, n->a))) return tm_eval(c, s, n->b);
@@ -581,14 +586,14 @@ static void exec_node(tm_ctx *c, tm_scope *s, tnode *n) {
     if (++c->steps > TM_MAX_STEPS) tm_raise(c, "the template ran more than %lld statements", TM_MAX_STEPS);
     if (c->out->n > TM_MAX_STRING) tm_raise(c, "the output is longer than %zu bytes", TM_MAX_STRING);
     switch (n->type) {
-    case N_DATA: rlc_sb_append(c->out, n->str, n->slen); return;
+    case N_DATA: tm_put(c->out, n->str, n->slen); return;
     case N_OUTPUT: {
         if (n->a->type == N_BINOP && n->a->op == OP_ADD) {
             add_chain(c, s, n->a, c->out);
             return;
         }
         tv v = tm_eval(c, s, n->a);
-        if (v.kind == TV_STR) rlc_sb_append(c->out, v.u.s, v.n);
+        if (v.kind == TV_STR) tm_put(c->out, v.u.s, v.n);
         else tm_to_str(c, v, c->out);
         return;
     }
@@ -621,7 +626,7 @@ static void exec_node(tm_ctx *c, tm_scope *s, tnode *n) {
         tm_args a;
         eval_args(c, s, call, &a, NULL);
         tv r = tm_call_macro(c, fn.u.fn, &a, n->b, s);
-        rlc_sb_append(c->out, r.u.s, r.n);
+        tm_put(c->out, r.u.s, r.n);
         return;
     }
     case N_FILTERBLOCK: {
@@ -650,6 +655,12 @@ int rlc_tmpl_render_vars(const rlc_tmpl *t, int nv, const char *const *names, co
                          rlc_strbuf *out, rlc_strbuf *err) {
     tm_ctx *c = rlc_malloc(sizeof *c);
     memset(c, 0, offsetof(tm_ctx, live));
+    // the first 16 KB of values live on this stack frame: most renders then make no heap chunk at all
+    union { tm_chunk ch; unsigned char b[sizeof(tm_chunk) + 16384]; } first;
+    first.ch.next = NULL;
+    first.ch.used = 0;
+    first.ch.cap = 16384;
+    c->arena.head = c->arena.borrowed = &first.ch;
     c->out = out;
     c->err = err;
     c->tname = t->name;
@@ -657,6 +668,7 @@ int rlc_tmpl_render_vars(const rlc_tmpl *t, int nv, const char *const *names, co
     c->line = 1;
     if (setjmp(c->jmp)) {
         for (int i = 0; i < c->nlive; i++) rlc_sb_free(c->live[i]);   // captures in progress
+        rlc_sb_free(&c->scratch);
         tm_arena_free(&c->arena);
         free(c);
         return -1;
@@ -671,6 +683,7 @@ int rlc_tmpl_render_vars(const rlc_tmpl *t, int nv, const char *const *names, co
     tm_scope *root = scope_new(c, vs);
     exec_body(c, root, t->root->kids, t->root->nkids);
     c->loop_ctl = 0;
+    rlc_sb_free(&c->scratch);
     tm_arena_free(&c->arena);
     free(c);
     return 0;

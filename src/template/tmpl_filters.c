@@ -50,9 +50,11 @@ static tv f_tojson(tm_ctx *c, tv x, tm_args *a) {
     } else if (sep.kind != TV_NONE) {
         tm_raise(c, "tojson: separators must be a pair of strings");
     }
-    rlc_strbuf sb = {0};
-    tm_json_dump(c, x, indent, indent_n, has_indent, item_sep, key_sep, tm_truthy(sk), &sb, 0);
-    return sb_val(c, &sb);
+    rlc_strbuf *sb = &c->scratch;
+    rlc_sb_clear(sb);
+    if (sb->cap < 8192) rlc_sb_reserve(sb, 8191);   // one allocation per render instead of a doubling series
+    tm_json_dump(c, x, indent, indent_n, has_indent, item_sep, key_sep, tm_truthy(sk), sb, 0);
+    return tv_str(tm_strndup(&c->arena, sb->s ? sb->s : "", sb->n), sb->n);
 }
 
 static tv f_length(tm_ctx *c, tv x, tm_args *a) {
@@ -82,15 +84,15 @@ static tv f_title(tm_ctx *c, tv x, tm_args *a) {
     while (i < s.n) {
         size_t st = i;
         while (i < s.n && strchr("-({[< \t\n\r\v\f", s.u.s[i]) && s.u.s[i]) i++;
-        rlc_sb_append(&sb, s.u.s + st, i - st);
+        tm_put(&sb, s.u.s + st, i - st);
         st = i;
         while (i < s.n && !(strchr("-({[< \t\n\r\v\f", s.u.s[i]) && s.u.s[i])) i++;
         if (i > st) {
             size_t k = st + 1;
             while (k < i && ((unsigned char)s.u.s[k] & 0xC0) == 0x80) k++;
             tv u = tm_py_case(c, tv_str(s.u.s + st, k - st), 1), l = tm_py_case(c, tv_str(s.u.s + k, i - k), 0);
-            rlc_sb_append(&sb, u.u.s, u.n);
-            rlc_sb_append(&sb, l.u.s, l.n);
+            tm_put(&sb, u.u.s, u.n);
+            tm_put(&sb, l.u.s, l.n);
         }
     }
     return sb_val(c, &sb);
@@ -105,9 +107,9 @@ static tv f_center(tm_ctx *c, tv x, tm_args *a) {
     if (w > 100000) tm_raise(c, "center: width %lld is too large", (long long)w);
     int64_t marg = w - len, left = marg / 2 + (marg & w & 1);
     rlc_strbuf sb = {0};
-    for (int64_t i = 0; i < left; i++) rlc_sb_putc(&sb, ' ');
-    rlc_sb_append(&sb, s.u.s, s.n);
-    for (int64_t i = 0; i < marg - left; i++) rlc_sb_putc(&sb, ' ');
+    for (int64_t i = 0; i < left; i++) tm_putc(&sb, ' ');
+    tm_put(&sb, s.u.s, s.n);
+    for (int64_t i = 0; i < marg - left; i++) tm_putc(&sb, ' ');
     return sb_val(c, &sb);
 }
 
@@ -155,7 +157,7 @@ static tv f_reverse(tm_ctx *c, tv x, tm_args *a) {
     tv it = tm_iterate(c, x);
     if (x.kind == TV_STR) {
         rlc_strbuf sb = {0};
-        for (size_t i = it.u.l->n; i-- > 0;) rlc_sb_append(&sb, it.u.l->v[i].u.s, it.u.l->v[i].n);
+        for (size_t i = it.u.l->n; i-- > 0;) tm_put(&sb, it.u.l->v[i].u.s, it.u.l->v[i].n);
         return sb_val(c, &sb);
     }
     tv_list *l = tm_list_new(&c->arena, it.u.l->n);
@@ -187,7 +189,7 @@ static tv f_join(tm_ctx *c, tv x, tm_args *a) {
     tv it = tm_iterate(c, x);
     rlc_strbuf sb = {0};
     for (size_t i = 0; i < it.u.l->n; i++) {
-        if (i) rlc_sb_append(&sb, d.u.s, d.n);
+        if (i) tm_put(&sb, d.u.s, d.n);
         tv v = it.u.l->v[i];
         if (attr.kind != TV_NONE) v = attr_path(c, v, attr);
         tm_to_str(c, v, &sb);
@@ -350,18 +352,18 @@ static tv f_indent(tm_ctx *c, tv x, tm_args *a) {
     }
     tv s = tm_str_of(c, x);
     rlc_strbuf tmp = {0};
-    rlc_sb_append(&tmp, s.u.s, s.n);
-    rlc_sb_putc(&tmp, '\n');   // jinja2 appends a newline before splitlines()
+    tm_put(&tmp, s.u.s, s.n);
+    tm_putc(&tmp, '\n');   // jinja2 appends a newline before splitlines()
     tv lines = tm_py_splitlines(c, sb_val(c, &tmp));
     rlc_strbuf sb = {0};
     tv_list *l = lines.u.l;
-    if (first) rlc_sb_append(&sb, ind.u.s, ind.n);
+    if (first) tm_put(&sb, ind.u.s, ind.n);
     for (size_t i = 0; i < l->n; i++) {
         if (i) {
-            rlc_sb_putc(&sb, '\n');
-            if (blank || l->v[i].n) rlc_sb_append(&sb, ind.u.s, ind.n);
+            tm_putc(&sb, '\n');
+            if (blank || l->v[i].n) tm_put(&sb, ind.u.s, ind.n);
         }
-        rlc_sb_append(&sb, l->v[i].u.s, l->v[i].n);
+        tm_put(&sb, l->v[i].u.s, l->v[i].n);
     }
     return sb_val(c, &sb);
 }
@@ -372,12 +374,12 @@ static tv f_escape(tm_ctx *c, tv x, tm_args *a) {
     rlc_strbuf sb = {0};
     for (size_t i = 0; i < s.n; i++) {
         switch (s.u.s[i]) {
-        case '&': rlc_sb_puts(&sb, "&amp;"); break;
-        case '<': rlc_sb_puts(&sb, "&lt;"); break;
-        case '>': rlc_sb_puts(&sb, "&gt;"); break;
-        case '"': rlc_sb_puts(&sb, "&#34;"); break;
-        case '\'': rlc_sb_puts(&sb, "&#39;"); break;
-        default: rlc_sb_putc(&sb, s.u.s[i]);
+        case '&': tm_puts(&sb, "&amp;"); break;
+        case '<': tm_puts(&sb, "&lt;"); break;
+        case '>': tm_puts(&sb, "&gt;"); break;
+        case '"': tm_puts(&sb, "&#34;"); break;
+        case '\'': tm_puts(&sb, "&#39;"); break;
+        default: tm_putc(&sb, s.u.s[i]);
         }
     }
     return sb_val(c, &sb);

@@ -4,6 +4,7 @@
 #include <setjmp.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "core/strbuf.h"
 #include "template/template.h"
@@ -16,11 +17,42 @@ typedef struct tm_chunk {
 } tm_chunk;
 typedef struct {
     tm_chunk *head;
+    tm_chunk *borrowed;   // a caller-owned first chunk (on its stack) that tm_arena_free leaves alone, or NULL
 } tm_arena;
-void *tm_alloc(tm_arena *a, size_t n);       // zeroed, 16-byte aligned
-void *tm_alloc_raw(tm_arena *a, size_t n);   // not zeroed (strings)
+void *tm_alloc_slow(tm_arena *a, size_t n);  // a new chunk (n rounded to 16 already)
+// The fast paths are inline: a render makes thousands of small values, each a call otherwise.
+static inline void *tm_alloc_raw(tm_arena *a, size_t n) {   // not zeroed (strings), 16-byte aligned
+    n = (n + 15) & ~(size_t)15;
+    tm_chunk *c = a->head;
+    if (__builtin_expect(c && c->used + n <= c->cap, 1)) {
+        void *p = c->mem + c->used;
+        c->used += n;
+        return p;
+    }
+    return tm_alloc_slow(a, n);
+}
+static inline void *tm_alloc(tm_arena *a, size_t n) {       // zeroed (constant n: a few stores, no call)
+    void *p = tm_alloc_raw(a, n);
+    memset(p, 0, n);
+    return p;
+}
 char *tm_strndup(tm_arena *a, const char *s, size_t n);
 void tm_arena_free(tm_arena *a);
+
+// Output appends, inline for the same reason (rlc_sb_* are out of line in core/strbuf.c); the buffer keeps
+// strbuf's invariant (s[n] == 0).
+static inline void tm_put(rlc_strbuf *o, const void *p, size_t n) {
+    if (__builtin_expect(!o->s || o->n + n + 1 > o->cap, 0)) rlc_sb_reserve(o, n);
+    if (n) memcpy(o->s + o->n, p, n);
+    o->n += n;
+    o->s[o->n] = 0;
+}
+static inline void tm_putc(rlc_strbuf *o, char ch) {
+    if (__builtin_expect(!o->s || o->n + 2 > o->cap, 0)) rlc_sb_reserve(o, 1);
+    o->s[o->n++] = ch;
+    o->s[o->n] = 0;
+}
+static inline void tm_puts(rlc_strbuf *o, const char *s) { tm_put(o, s, strlen(s)); }
 
 // ---- values ----
 typedef enum {
@@ -97,6 +129,19 @@ static inline tv tv_str(const char *s, size_t n) { tv v = {TV_STR, n, {.s = s}};
 static inline tv tv_listv(tv_list *l) { tv v = {TV_LIST, 0, {.l = l}}; return v; }
 static inline tv tv_dictv(tv_dict *d) { tv v = {TV_DICT, 0, {.d = d}}; return v; }
 
+// Python truthiness (inline: every if, and, or and not asks)
+static inline int tm_truthy(tv v) {
+    switch (v.kind) {
+    case TV_UNDEF: case TV_NONE: return 0;
+    case TV_BOOL: case TV_INT: return v.u.i != 0;
+    case TV_FLOAT: return v.u.f != 0;
+    case TV_STR: return v.n != 0;
+    case TV_LIST: return v.u.l->n != 0;
+    case TV_DICT: return v.u.d->n != 0;
+    default: return 1;
+    }
+}
+
 // ---- syntax tree ----
 typedef enum {
     // statements
@@ -132,6 +177,8 @@ struct rlc_tmpl {
     const char **syms; int nsyms, capsyms;   // interned names
     const char *sym[TM_SYM_N];               // the names the engine itself binds
     int sym_used[TM_SYM_N];                  // ... and whether the template names them
+    int64_t (*now)(void *arg);               // strftime_now's clock (NULL: time(NULL))
+    void *now_arg;
 };
 const char *tm_intern(rlc_tmpl *t, const char *s);          // the template's pointer for s (added if new)
 const char *tm_sym_find(const rlc_tmpl *t, const char *s);  // NULL if the template never names s
@@ -156,6 +203,7 @@ typedef struct tm_ctx {
     jmp_buf jmp;
     tm_scope *globals;
     const rlc_tmpl *tmpl;
+    rlc_strbuf scratch;     // reused by tojson for every call of a render (no regrowth); freed with the context
     int nlive;
     rlc_strbuf *live[512];  // (nlive) capture buffers in use (freed if an error unwinds); last: not zeroed
 } tm_ctx;
@@ -175,7 +223,6 @@ void tm_dict_set(tm_arena *a, tv_dict *d, tv k, tv v);
 tv *tm_dict_get(const tv_dict *d, const char *k, size_t n);   // string key lookup, NULL if absent
 tv *tm_dict_getv(const tv_dict *d, tv k);
 tv tm_from_cjson(tm_arena *a, const struct cJSON *j);
-int tm_truthy(tv v);
 int tm_equal(tv a, tv b);
 const char *tm_type_name(tv v);          // Python type name: "str", "dict", ...
 void tm_to_str(tm_ctx *c, tv v, rlc_strbuf *o);    // Python str()

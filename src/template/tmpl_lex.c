@@ -31,7 +31,7 @@ static int lex_fail(lexer *L, const char *fmt, ...) {
     char buf[512];
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    rlc_sb_puts(L->err, buf);
+    tm_puts(L->err, buf);
     return -1;
 }
 

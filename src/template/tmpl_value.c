@@ -10,26 +10,16 @@
 #include "core/common.h"
 #include "template/tmpl_internal.h"
 
-void *tm_alloc_raw(tm_arena *a, size_t n) {
-    n = (n + 15) & ~(size_t)15;
+void *tm_alloc_slow(tm_arena *a, size_t n) {
     tm_chunk *c = a->head;
-    if (!c || c->used + n > c->cap) {
-        size_t cap = c ? (c->cap < ((size_t)1 << 20) ? c->cap * 2 : c->cap) : 16384;   // 16 KB, doubling to 1 MB
-        if (cap < n) cap = n;
-        c = rlc_malloc(sizeof *c + cap);
-        c->cap = cap;
-        c->used = 0;
-        c->next = a->head;
-        a->head = c;
-    }
-    void *p = c->mem + c->used;
-    c->used += n;
-    return p;
-}
-void *tm_alloc(tm_arena *a, size_t n) {
-    void *p = tm_alloc_raw(a, n);
-    memset(p, 0, n);
-    return p;
+    size_t cap = c ? (c->cap < ((size_t)1 << 20) ? c->cap * 2 : c->cap) : 16384;   // 16 KB, doubling to 1 MB
+    if (cap < n) cap = n;
+    c = rlc_malloc(sizeof *c + cap);
+    c->cap = cap;
+    c->used = n;
+    c->next = a->head;
+    a->head = c;
+    return c->mem;
 }
 char *tm_strndup(tm_arena *a, const char *s, size_t n) {
     char *p = tm_alloc_raw(a, n + 1);
@@ -41,7 +31,7 @@ void tm_arena_free(tm_arena *a) {
     tm_chunk *c = a->head;
     while (c) {
         tm_chunk *nx = c->next;
-        free(c);
+        if (c != a->borrowed) free(c);
         c = nx;
     }
     a->head = NULL;
@@ -118,12 +108,17 @@ tv tm_from_cjson(tm_arena *a, const cJSON *j) {
     size_t n = 0;
     const cJSON *it;
     for (it = j->child; it; it = it->next) n++;
-    if ((j->type & 0xFF) == cJSON_Array) {
-        tv_list *l = tm_list_new(a, n);
+    if ((j->type & 0xFF) == cJSON_Array) {   // the arrays are filled right away: allocated unzeroed
+        tv_list *l = tm_alloc(a, sizeof *l);
+        l->v = tm_alloc_raw(a, n * sizeof(tv));
+        l->cap = n;
         for (it = j->child; it; it = it->next) l->v[l->n++] = tm_from_cjson(a, it);
         return tv_listv(l);
     }
-    tv_dict *d = tm_dict_new(a, n);
+    tv_dict *d = tm_alloc(a, sizeof *d);
+    d->k = tm_alloc_raw(a, n * sizeof(tv));
+    d->v = tm_alloc_raw(a, n * sizeof(tv));
+    d->cap = n;
     for (it = j->child; it; it = it->next) {
         size_t kn = strlen(it->string);
         tv *dup = tm_dict_get(d, it->string, kn);
@@ -134,18 +129,6 @@ tv tm_from_cjson(tm_arena *a, const cJSON *j) {
         }
     }
     return tv_dictv(d);
-}
-
-int tm_truthy(tv v) {
-    switch (v.kind) {
-    case TV_UNDEF: case TV_NONE: return 0;
-    case TV_BOOL: case TV_INT: return v.u.i != 0;
-    case TV_FLOAT: return v.u.f != 0;
-    case TV_STR: return v.n != 0;
-    case TV_LIST: return v.u.l->n != 0;
-    case TV_DICT: return v.u.d->n != 0;
-    default: return 1;
-    }
 }
 
 static int is_num(tv v) { return v.kind == TV_BOOL || v.kind == TV_INT || v.kind == TV_FLOAT; }
@@ -276,7 +259,7 @@ static void put_int(rlc_strbuf *o, int64_t i) {
     uint64_t u = i < 0 ? 0 - (uint64_t)i : (uint64_t)i;
     do { *--p = (char)('0' + u % 10); u /= 10; } while (u);
     if (i < 0) *--p = '-';
-    rlc_sb_append(o, p, (size_t)(buf + sizeof buf - p));
+    tm_put(o, p, (size_t)(buf + sizeof buf - p));
 }
 
 // Python str.isprintable() for one code point
@@ -291,25 +274,25 @@ static int cp_printable(int32_t cp) {
 static void repr_str(const char *s, size_t n, rlc_strbuf *o) {
     char q = '\'';
     if (memchr(s, '\'', n) && !memchr(s, '"', n)) q = '"';
-    rlc_sb_putc(o, q);
+    tm_putc(o, q);
     size_t i = 0;
     while (i < n) {
         utf8proc_int32_t cp;
         utf8proc_ssize_t k = utf8proc_iterate((const utf8proc_uint8_t *)s + i, (utf8proc_ssize_t)(n - i), &cp);
         if (k <= 0) { cp = (unsigned char)s[i]; k = 1; }
-        if (cp == q || cp == '\\') { rlc_sb_putc(o, '\\'); rlc_sb_putc(o, (char)cp); }
-        else if (cp == '\t') rlc_sb_puts(o, "\\t");
-        else if (cp == '\n') rlc_sb_puts(o, "\\n");
-        else if (cp == '\r') rlc_sb_puts(o, "\\r");
+        if (cp == q || cp == '\\') { tm_putc(o, '\\'); tm_putc(o, (char)cp); }
+        else if (cp == '\t') tm_puts(o, "\\t");
+        else if (cp == '\n') tm_puts(o, "\\n");
+        else if (cp == '\r') tm_puts(o, "\\r");
         else if (cp < 0x80 && (cp < 0x20 || cp == 0x7f)) rlc_sb_printf(o, "\\x%02x", cp);
         else if (cp >= 0x80 && !cp_printable(cp)) {
             if (cp < 0x100) rlc_sb_printf(o, "\\x%02x", cp);
             else if (cp < 0x10000) rlc_sb_printf(o, "\\u%04x", cp);
             else rlc_sb_printf(o, "\\U%08x", cp);
-        } else rlc_sb_append(o, s + i, (size_t)k);
+        } else tm_put(o, s + i, (size_t)k);
         i += (size_t)k;
     }
-    rlc_sb_putc(o, q);
+    tm_putc(o, q);
 }
 
 static void repr_depth(tm_ctx *c, tv v, rlc_strbuf *o, int depth);
@@ -321,30 +304,30 @@ static void repr_depth(tm_ctx *c, tv v, rlc_strbuf *o, int depth) {
     case TV_STR: repr_str(v.u.s, v.n, o); return;
     case TV_LIST: {
         tv_list *l = v.u.l;
-        rlc_sb_putc(o, l->tuple ? '(' : '[');
+        tm_putc(o, l->tuple ? '(' : '[');
         for (size_t i = 0; i < l->n; i++) {
-            if (i) rlc_sb_puts(o, ", ");
+            if (i) tm_puts(o, ", ");
             repr_depth(c, l->v[i], o, depth + 1);
         }
-        if (l->tuple && l->n == 1) rlc_sb_putc(o, ',');
-        rlc_sb_putc(o, l->tuple ? ')' : ']');
+        if (l->tuple && l->n == 1) tm_putc(o, ',');
+        tm_putc(o, l->tuple ? ')' : ']');
         return;
     }
     case TV_DICT: {
         tv_dict *d = v.u.d;
-        if (d->ns) rlc_sb_puts(o, "<Namespace ");
-        rlc_sb_putc(o, '{');
+        if (d->ns) tm_puts(o, "<Namespace ");
+        tm_putc(o, '{');
         for (size_t i = 0; i < d->n; i++) {
-            if (i) rlc_sb_puts(o, ", ");
+            if (i) tm_puts(o, ", ");
             repr_depth(c, d->k[i], o, depth + 1);
-            rlc_sb_puts(o, ": ");
+            tm_puts(o, ": ");
             repr_depth(c, d->v[i], o, depth + 1);
         }
-        rlc_sb_putc(o, '}');
-        if (d->ns) rlc_sb_putc(o, '>');
+        tm_putc(o, '}');
+        if (d->ns) tm_putc(o, '>');
         return;
     }
-    case TV_UNDEF: rlc_sb_puts(o, "Undefined"); return;
+    case TV_UNDEF: tm_puts(o, "Undefined"); return;
     default: tm_to_str(c, v, o);
     }
 }
@@ -353,14 +336,14 @@ void tm_to_str(tm_ctx *c, tv v, rlc_strbuf *o) {
     char buf[40];
     switch (v.kind) {
     case TV_UNDEF: return;
-    case TV_NONE: rlc_sb_puts(o, "None"); return;
-    case TV_BOOL: rlc_sb_puts(o, v.u.i ? "True" : "False"); return;
+    case TV_NONE: tm_puts(o, "None"); return;
+    case TV_BOOL: tm_puts(o, v.u.i ? "True" : "False"); return;
     case TV_INT: put_int(o, v.u.i); return;
-    case TV_FLOAT: tm_fmt_float(v.u.f, buf); rlc_sb_puts(o, buf); return;
-    case TV_STR: rlc_sb_append(o, v.u.s, v.n); return;
+    case TV_FLOAT: tm_fmt_float(v.u.f, buf); tm_puts(o, buf); return;
+    case TV_STR: tm_put(o, v.u.s, v.n); return;
     case TV_LIST: case TV_DICT: tm_repr(c, v, o); return;
     case TV_FUNC: rlc_sb_printf(o, "<%s %s>", v.u.fn->macro ? "Macro" : "built-in function", v.u.fn->name); return;
-    case TV_LOOP: rlc_sb_puts(o, "<LoopContext>"); return;
+    case TV_LOOP: tm_puts(o, "<LoopContext>"); return;
     }
 }
 
@@ -375,94 +358,124 @@ tv tm_str_of(tm_ctx *c, tv v) {
 
 // json.dumps string (ensure_ascii=False): escapes " \ and control characters only
 static void json_str(const char *s, size_t n, rlc_strbuf *o) {
-    rlc_sb_reserve(o, n + 2);
-    rlc_sb_putc(o, '"');
+    if (!o->s || o->n + n + 3 > o->cap) rlc_sb_reserve(o, n + 2);   // the call only when it must grow
+    tm_putc(o, '"');
     size_t run = 0;
     for (size_t i = 0; i < n; i++) {
         unsigned char ch = (unsigned char)s[i];
         if (ch >= 0x20 && ch != '"' && ch != '\\') continue;
-        rlc_sb_append(o, s + run, i - run);
+        tm_put(o, s + run, i - run);
         run = i + 1;
         switch (ch) {
-        case '"': rlc_sb_puts(o, "\\\""); break;
-        case '\\': rlc_sb_puts(o, "\\\\"); break;
-        case '\n': rlc_sb_puts(o, "\\n"); break;
-        case '\r': rlc_sb_puts(o, "\\r"); break;
-        case '\t': rlc_sb_puts(o, "\\t"); break;
-        case '\b': rlc_sb_puts(o, "\\b"); break;
-        case '\f': rlc_sb_puts(o, "\\f"); break;
+        case '"': tm_puts(o, "\\\""); break;
+        case '\\': tm_puts(o, "\\\\"); break;
+        case '\n': tm_puts(o, "\\n"); break;
+        case '\r': tm_puts(o, "\\r"); break;
+        case '\t': tm_puts(o, "\\t"); break;
+        case '\b': tm_puts(o, "\\b"); break;
+        case '\f': tm_puts(o, "\\f"); break;
         default: rlc_sb_printf(o, "\\u%04x", ch);
         }
     }
-    rlc_sb_append(o, s + run, n - run);
-    rlc_sb_putc(o, '"');
+    tm_put(o, s + run, n - run);
+    tm_putc(o, '"');
 }
 
-static void json_newline(rlc_strbuf *o, const char *indent, size_t indent_n, int level) {
-    rlc_sb_putc(o, '\n');
-    for (int i = 0; i < level; i++) rlc_sb_append(o, indent, indent_n);
+// json.dumps' layout, fixed for one call: separators with their lengths, and "\n" + indent * level for the
+// levels up to NL_LEVELS in one string (a newline is then one append).
+enum { NL_LEVELS = 16 };
+typedef struct {
+    tm_ctx *c;
+    rlc_strbuf *o;
+    int has_indent, sort_keys;
+    const char *indent, *item_sep, *key_sep;
+    size_t indent_n, item_n, key_n;
+    const char *nl;   // "\n" + indent * NL_LEVELS
+} json_fmt;
+
+static void json_newline(const json_fmt *f, int level) {
+    if (level <= NL_LEVELS) {
+        tm_put(f->o, f->nl, 1 + (size_t)level * f->indent_n);
+        return;
+    }
+    tm_putc(f->o, '\n');
+    for (int i = 0; i < level; i++) tm_put(f->o, f->indent, f->indent_n);
 }
 
-void tm_json_dump(tm_ctx *c, tv v, const char *indent, size_t indent_n, int has_indent, const char *item_sep,
-                  const char *key_sep, int sort_keys, rlc_strbuf *o, int level) {
+static void json_dump(const json_fmt *f, tv v, int level) {
+    tm_ctx *c = f->c;
+    rlc_strbuf *o = f->o;
     char buf[40];
     if (level > 500) tm_raise(c, "tojson: value nested too deeply");
     switch (v.kind) {
-    case TV_NONE: rlc_sb_puts(o, "null"); return;
-    case TV_BOOL: rlc_sb_puts(o, v.u.i ? "true" : "false"); return;
+    case TV_NONE: tm_put(o, "null", 4); return;
+    case TV_BOOL: if (v.u.i) tm_put(o, "true", 4); else tm_put(o, "false", 5); return;
     case TV_INT: put_int(o, v.u.i); return;
     case TV_FLOAT:
-        if (isnan(v.u.f)) rlc_sb_puts(o, "NaN");
-        else if (isinf(v.u.f)) rlc_sb_puts(o, v.u.f < 0 ? "-Infinity" : "Infinity");
-        else { tm_fmt_float(v.u.f, buf); rlc_sb_puts(o, buf); }
+        if (isnan(v.u.f)) tm_puts(o, "NaN");
+        else if (isinf(v.u.f)) tm_puts(o, v.u.f < 0 ? "-Infinity" : "Infinity");
+        else { tm_fmt_float(v.u.f, buf); tm_puts(o, buf); }
         return;
     case TV_STR: json_str(v.u.s, v.n, o); return;
     case TV_LIST: {
         tv_list *l = v.u.l;
-        if (!l->n) { rlc_sb_puts(o, "[]"); return; }
-        rlc_sb_putc(o, '[');
+        if (!l->n) { tm_put(o, "[]", 2); return; }
+        tm_putc(o, '[');
         for (size_t i = 0; i < l->n; i++) {
-            if (i) rlc_sb_puts(o, item_sep);
-            if (has_indent) json_newline(o, indent, indent_n, level + 1);
-            tm_json_dump(c, l->v[i], indent, indent_n, has_indent, item_sep, key_sep, sort_keys, o, level + 1);
+            if (i) tm_put(o, f->item_sep, f->item_n);
+            if (f->has_indent) json_newline(f, level + 1);
+            json_dump(f, l->v[i], level + 1);
         }
-        if (has_indent) json_newline(o, indent, indent_n, level);
-        rlc_sb_putc(o, ']');
+        if (f->has_indent) json_newline(f, level);
+        tm_putc(o, ']');
         return;
     }
     case TV_DICT: {
         tv_dict *d = v.u.d;
         if (d->ns) break;
-        if (!d->n) { rlc_sb_puts(o, "{}"); return; }
+        if (!d->n) { tm_put(o, "{}", 2); return; }
         size_t ord_small[16], *ord = d->n <= 16 ? ord_small : tm_alloc_raw(&c->arena, d->n * sizeof *ord);
         for (size_t i = 0; i < d->n; i++) ord[i] = i;
-        if (sort_keys)   // insertion sort: dicts in templates are small; stable like sorted()
+        if (f->sort_keys)   // insertion sort: dicts in templates are small; stable like sorted()
             for (size_t i = 1; i < d->n; i++)
                 for (size_t j = i; j > 0 && tm_compare(c, d->k[ord[j - 1]], d->k[ord[j]]) > 0; j--) {
                     size_t t = ord[j]; ord[j] = ord[j - 1]; ord[j - 1] = t;
                 }
-        rlc_sb_putc(o, '{');
+        tm_putc(o, '{');
         for (size_t ii = 0; ii < d->n; ii++) {
             size_t i = ord[ii];
-            if (ii) rlc_sb_puts(o, item_sep);
-            if (has_indent) json_newline(o, indent, indent_n, level + 1);
+            if (ii) tm_put(o, f->item_sep, f->item_n);
+            if (f->has_indent) json_newline(f, level + 1);
             tv k = d->k[i];
             if (k.kind == TV_STR) json_str(k.u.s, k.n, o);
-            else if (k.kind == TV_NONE) rlc_sb_puts(o, "\"null\"");
-            else if (k.kind == TV_BOOL) rlc_sb_puts(o, k.u.i ? "\"true\"" : "\"false\"");
+            else if (k.kind == TV_NONE) tm_puts(o, "\"null\"");
+            else if (k.kind == TV_BOOL) tm_puts(o, k.u.i ? "\"true\"" : "\"false\"");
             else if (k.kind == TV_INT) rlc_sb_printf(o, "\"%lld\"", (long long)k.u.i);
             else if (k.kind == TV_FLOAT) { tm_fmt_float(k.u.f, buf); rlc_sb_printf(o, "\"%s\"", buf); }
             else tm_raise(c, "keys must be str, int, float, bool or None, not %s", tm_type_name(k));
-            rlc_sb_puts(o, key_sep);
-            tm_json_dump(c, d->v[i], indent, indent_n, has_indent, item_sep, key_sep, sort_keys, o, level + 1);
+            tm_put(o, f->key_sep, f->key_n);
+            json_dump(f, d->v[i], level + 1);
         }
-        if (has_indent) json_newline(o, indent, indent_n, level);
-        rlc_sb_putc(o, '}');
+        if (f->has_indent) json_newline(f, level);
+        tm_putc(o, '}');
         return;
     }
     default: break;
     }
     tm_raise(c, "Object of type %s is not JSON serializable", tm_type_name(v));
+}
+
+void tm_json_dump(tm_ctx *c, tv v, const char *indent, size_t indent_n, int has_indent, const char *item_sep,
+                  const char *key_sep, int sort_keys, rlc_strbuf *o, int level) {
+    json_fmt f = {.c = c, .o = o, .has_indent = has_indent, .sort_keys = sort_keys, .indent = indent, .item_sep = item_sep,
+                  .key_sep = key_sep, .indent_n = indent_n, .item_n = strlen(item_sep), .key_n = strlen(key_sep)};
+    if (has_indent) {
+        char *nl = tm_alloc_raw(&c->arena, 1 + NL_LEVELS * indent_n);
+        nl[0] = '\n';
+        for (int i = 0; i < NL_LEVELS; i++) memcpy(nl + 1 + (size_t)i * indent_n, indent, indent_n);
+        f.nl = nl;
+    }
+    json_dump(&f, v, level);
 }
 
 tv tm_iterate(tm_ctx *c, tv v) {

@@ -20,6 +20,8 @@ struct tok_chat {
     char sha[65];          // sha256 of the template source
     int plain;             // documented plain fallback: contents joined by "\n"
     cJSON *specials;       // {"bos_token": ..., ...}: the special tokens transformers passes to the template
+    int64_t (*now)(void *arg);   // strftime_now's clock for every template set (NULL: the system clock)
+    void *now_arg;
 };
 
 static const char QWEN3_TEMPLATE_SHA[] = "87a2728cb8dc9fe424d624542f6060ec05a1d285ebbec578bb078900e33396b5";
@@ -76,11 +78,19 @@ static void chat_set_source(struct tok_chat *c, const char *src, size_t n, const
     rlc_strbuf err = {0};
     c->tmpl = rlc_tmpl_parse(src, n, origin, &err);
     if (!c->tmpl) c->parse_err = rlc_sb_take(&err);
+    else rlc_tmpl_set_clock(c->tmpl, c->now, c->now_arg);
     rlc_sb_free(&err);
 }
 
 void rlc_tok_set_chat_template(rlc_tokenizer *t, const char *src, size_t n, const char *origin) {
     chat_set_source(chat_of(t), src, n, origin);
+}
+
+void rlc_tok_set_chat_clock(rlc_tokenizer *t, int64_t (*now)(void *arg), void *arg) {
+    struct tok_chat *c = chat_of(t);
+    c->now = now;
+    c->now_arg = arg;
+    if (c->tmpl) rlc_tmpl_set_clock(c->tmpl, now, arg);
 }
 
 void rlc_tok_load_chat_template(rlc_tokenizer *t, const char *path) {
@@ -231,16 +241,18 @@ int rlc_tok_chat_render_line(const rlc_tokenizer *t, const cJSON *line, int add_
     return rc;
 }
 
-static cJSON *thinking_kwargs(int enable_thinking) {
-    if (enable_thinking < 0) return NULL;
+// The data paths' kwargs: enable_thinking when given, and date_string pinned, so that a template that prints
+// the date (Llama 3.x: strftime_now unless date_string is passed) renders a dataset the same on every day.
+static cJSON *data_kwargs(int enable_thinking) {
     cJSON *k = cJSON_CreateObject();
-    cJSON_AddBoolToObject(k, "enable_thinking", enable_thinking != 0);
+    if (enable_thinking >= 0) cJSON_AddBoolToObject(k, "enable_thinking", enable_thinking != 0);
+    cJSON_AddStringToObject(k, "date_string", RLC_CHAT_DATE_STRING);
     return k;
 }
 
 int rlc_tok_chat_render_cjson(const rlc_tokenizer *t, const cJSON *messages, int add_generation_prompt,
                               int enable_thinking, rlc_strbuf *out, rlc_strbuf *err) {
-    cJSON *k = thinking_kwargs(enable_thinking);
+    cJSON *k = data_kwargs(enable_thinking);
     int rc = rlc_tok_chat_render_json(t, messages, NULL, add_generation_prompt, k, out, err);
     cJSON_Delete(k);
     return rc;

@@ -157,6 +157,8 @@ void rlc_tok_opts_chat_template(rlc_tok_opts *o, const char *value, const char *
 // template that does not parse, with one line naming the file and line).
 void rlc_tok_set_chat_template(rlc_tokenizer *t, const char *src, size_t n, const char *origin);
 void rlc_tok_load_chat_template(rlc_tokenizer *t, const char *path);
+// The clock strftime_now reads in this tokenizer's templates (NULL: the system clock); see rlc_tmpl_set_clock.
+void rlc_tok_set_chat_clock(rlc_tokenizer *t, int64_t (*now)(void *arg), void *arg);
 
 struct cJSON;
 // Render. messages: a JSON list of {"role": ..., "content": ..., "tool_calls": ..., "reasoning_content": ...};
@@ -169,7 +171,10 @@ int rlc_tok_chat_render_json(const rlc_tokenizer *t, const struct cJSON *message
 // "chat_template_kwargs": {...}}; the line's values replace add_generation_prompt and extend kwargs.
 int rlc_tok_chat_render_line(const rlc_tokenizer *t, const struct cJSON *line, int add_generation_prompt,
                              const struct cJSON *kwargs, rlc_strbuf *out, rlc_strbuf *err);
-// Shorthands: enable_thinking -1 = not passed, 0 = false, 1 = true.
+// Shorthands for the data paths (datasets, SFT): enable_thinking -1 = not passed, 0 = false, 1 = true; and
+// date_string = RLC_CHAT_DATE_STRING always, so that a dataset renders the same on every day (transformers
+// passes no date, and Llama 3.x's templates then print today's). It is the date those templates fall back to.
+#define RLC_CHAT_DATE_STRING "26 Jul 2024"
 int rlc_tok_chat_render_cjson(const rlc_tokenizer *t, const struct cJSON *messages, int add_generation_prompt,
                               int enable_thinking, rlc_strbuf *out, rlc_strbuf *err);
 typedef struct {
