@@ -84,18 +84,29 @@ char *rlc_tok_rewrite_regex(const char *pat, const char *where) {
 void tok_step_compile_regex(tok_pretok_step *st, const char *pat, int literal, const char *where) {
     int err;
     PCRE2_SIZE eoff;
-    char *p = literal ? rlc_strdup(pat) : rlc_tok_rewrite_regex(pat, where);
+    char *p0 = literal ? rlc_strdup(pat) : rlc_tok_rewrite_regex(pat, where), *p = p0;
+    if (!literal) {   // the limits ride in the pattern, so every pcre2_match of it (any context) obeys them
+        char lim[80];
+        snprintf(lim, sizeof lim, "(*LIMIT_MATCH=%d)(*LIMIT_DEPTH=%d)", TOK_REGEX_MATCH_LIMIT, TOK_REGEX_DEPTH_LIMIT);
+        p = rlc_malloc(strlen(lim) + strlen(p0) + 1);
+        strcpy(p, lim);
+        strcat(p, p0);
+    }
+    rlc_shorten_message(where, st->src, sizeof st->src);
+    if (strlen(pat) < sizeof st->pat) strcpy(st->pat, pat);
+    else snprintf(st->pat, sizeof st->pat, "%.70s...%s", pat, pat + strlen(pat) - 70);
     uint32_t flags = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);
     st->re = pcre2_compile((PCRE2_SPTR)p, PCRE2_ZERO_TERMINATED, flags, &err, &eoff, NULL);
     if (!st->re) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(err, msg, sizeof msg);
-        rlc_die("%s: pre_tokenizer regex '%s' does not compile (as '%s' at offset %zu): %s", where, pat, p,
-                (size_t)eoff, (const char *)msg);
+        rlc_die("%s: pre_tokenizer regex '%s' does not compile (as '%s' at offset %zu): %s", where, pat, p0,
+                (size_t)eoff - (p != p0 ? strlen(p) - strlen(p0) : 0), (const char *)msg);
     }
     pcre2_jit_compile(st->re, PCRE2_JIT_COMPLETE);   // falls back to the interpreter if JIT is unavailable
     st->md = pcre2_match_data_create_from_pattern(st->re, NULL);
-    free(p);
+    if (p != p0) free(p);
+    free(p0);
 }
 
 static void span_push(tok_span **out, int64_t *cap, int64_t *n, int64_t s, int64_t e) {
@@ -127,7 +138,9 @@ int64_t tok_split_apply(const tok_pretok_step *st, const char *p, size_t n, tok_
             if (rc != PCRE2_ERROR_NOMATCH) {
                 PCRE2_UCHAR msg[256];
                 pcre2_get_error_message(rc, msg, sizeof msg);
-                rlc_die("pre_tokenizer regex match failed: %s", (const char *)msg);
+                rlc_die("%s: pre_tokenizer regex '%s' failed on a %zu-byte piece of text: %s (the pattern backtracks "
+                        "too much: limits %d steps, depth %d)", st->src, st->pat, n, (const char *)msg,
+                        TOK_REGEX_MATCH_LIMIT, TOK_REGEX_DEPTH_LIMIT);
             }
             break;
         }
