@@ -163,19 +163,28 @@ void rlc_check_memory(double bytes, const char *what) {
                 bytes / 1073741824.0, (double)have / 1073741824.0);
 }
 
+// The allocator's failure, with the figures: the callers check input-derived sizes before allocating, so
+// this is a machine too small for a valid input (or a bug), never a reason to crash.
+static RLC_NORETURN void die_oom(size_t n, const char *what) {
+    const int64_t have = rlc_mem_total();
+    rlc_die("out of memory %s %zu bytes (%.2f GiB; this machine has %.1f GiB RAM + swap, %.2f GiB in use by rlc)", what, n,
+            (double)n / 1073741824.0, have > 0 ? (double)have / 1073741824.0 : -1.0,
+            (double)rlc_current_rss() / 1073741824.0);
+}
+
 void *rlc_malloc(size_t n) {
     void *p = malloc(n ? n : 1);
-    if (!p) rlc_die("out of memory allocating %zu bytes", n);
+    if (!p) die_oom(n, "allocating");
     return p;
 }
 void *rlc_calloc(size_t count, size_t size) {
     void *p = calloc(count ? count : 1, size ? size : 1);
-    if (!p) rlc_die("out of memory allocating %zu x %zu bytes", count, size);
+    if (!p) die_oom(size && count > SIZE_MAX / size ? SIZE_MAX : count * size, "allocating");
     return p;
 }
 void *rlc_realloc(void *p, size_t n) {
     void *q = realloc(p, n ? n : 1);
-    if (!q) rlc_die("out of memory reallocating %zu bytes", n);
+    if (!q) die_oom(n, "reallocating");
     return q;
 }
 char *rlc_strdup(const char *s) {
@@ -191,14 +200,14 @@ void *rlc_alloc(size_t n) {
     void *p = NULL;
     if (n >= 2 * huge) {
         size_t r = (n + huge - 1) & ~(huge - 1);
-        if (posix_memalign(&p, huge, r) != 0) rlc_die("out of memory allocating %zu bytes", n);
+        if (posix_memalign(&p, huge, r) != 0) die_oom(n, "allocating");
 #ifdef MADV_HUGEPAGE
         madvise(p, r, MADV_HUGEPAGE);   // advisory: ignored where THP is off
 #endif
         return p;
     }
     size_t r = (n + 63) & ~(size_t)63;
-    if (posix_memalign(&p, 64, r ? r : 64) != 0) rlc_die("out of memory allocating %zu bytes", n);
+    if (posix_memalign(&p, 64, r ? r : 64) != 0) die_oom(n, "allocating");
     return p;
 }
 void *rlc_alloc_zero(size_t n) {

@@ -58,3 +58,16 @@ void finite_check_params(const float *data, const param_layout *pl, const char *
     rlc_die("%s: tensor '%s' element %lld is %g%s%s", what, pl->tensors[r.tensor].name, (long long)r.element,
             (double)r.value, hint && *hint ? "; " : "", hint ? hint : "");
 }
+
+void finite_check_save(const float *params, const float *m, const float *v, const param_layout *pl, int64_t step) {
+    static const char HINT[] = "the checkpoint is not written and the last good one stays the latest (lower the "
+                               "learning rate or check the data)";
+    const float *buf[3] = {params, m, v};
+    static const char *const NAMES[3] = {"the weights", "the AdamW first moment", "the AdamW second moment"};
+    for (int i = 0; i < 3; i++) {
+        if (!buf[i]) continue;
+        char what[96];
+        snprintf(what, sizeof what, "training step %lld: %s went non-finite", (long long)step, NAMES[i]);
+        finite_check_params(buf[i], pl, what, HINT);
+    }
+}

@@ -19,3 +19,6 @@ finite_report finite_scan_ref(const float *data, const param_layout *pl);
 // Dies "<what>: tensor '<name>' element <i> is <value>; <hint>" at the first non-finite value; returns
 // otherwise. what names the buffer and when ("step 12: weights after the optimizer step").
 void finite_check_params(const float *data, const param_layout *pl, const char *what, const char *hint);
+// The trainer's guard before writing the checkpoint of `step`: the weights, and the AdamW moments m, v
+// when given (NULL: sharded elsewhere), must be finite; dies naming the step and the first bad tensor.
+void finite_check_save(const float *params, const float *m, const float *v, const param_layout *pl, int64_t step);

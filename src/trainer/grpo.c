@@ -7,6 +7,7 @@
 // that same token. Everything the step computes is a pure function of (config, weights, step), so a
 // resumed run repeats an uninterrupted one bit for bit.
 #include "trainer/grpo.h"
+#include "trainer/finite.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -151,6 +152,7 @@ typedef struct {
     uint64_t data_seed;
     const char *dump_dir;         // RLC_GRPO_DUMP: write each step's rollouts (tests' PyTorch oracle)
     int64_t crash_step;           // RLC_TEST_CRASH_IN_CHECKPOINT: SIGKILL midway through this step's save
+    int64_t nan_lr_step;          // RLC_TEST_NONFINITE_LR: this step's update uses a NaN learning rate
     // data parallelism (docs/distributed.md); W = 1 runs the single-process code paths unchanged
     dist_ctx *d;                  // NULL with W = 1
     int W, R, root;               // world size, rank, rank == 0
@@ -928,6 +930,9 @@ typedef struct {
 } trainer_state;
 
 static void save_checkpoint(grpo *g) {
+    if (g->root)   // never a non-finite checkpoint: stop naming step and tensor; the last good one stays latest
+        finite_check_save(g->params.data, g->W == 1 ? g->eng.opt.m.data : NULL, g->W == 1 ? g->eng.opt.v.data : NULL,
+                          &g->pl, g->global_step);
     if (!g->root) {   // W > 1: rank 0 writes; the others take part in gathering the optimizer state
         fsdp_save_optimizer(&g->fs, "", g->eng.sched.step);
         dist_barrier(g->d, "checkpoint save");
@@ -1230,6 +1235,7 @@ static void train_step(grpo *g, const int64_t *rows, rlc_metrics *m) {
     // verl: the actor is updated once critic_warmup <= global_step (no critic in GRPO: from the first step)
     if (c->trainer.critic_warmup <= g->global_step) {
         t = rlc_now();
+        if (g->global_step + 1 == g->nan_lr_step) g->eng.sched.base_lr = NAN;
         if (W > 1) update_actor_dist(g, &sb, m);
         else update_actor(g, &sb, m);
         tm[T_UPDATE] = rlc_now() - t;
@@ -1339,6 +1345,7 @@ static void grpo_setup(grpo *g, const rlc_train_config *c, int val_only, dist_ct
     g->dump_dir = dd && *dd ? dd : NULL;
     const char *cs = getenv("RLC_TEST_CRASH_IN_CHECKPOINT");
     g->crash_step = cs && *cs ? atoll(cs) : -1;
+    g->nan_lr_step = getenv("RLC_TEST_NONFINITE_LR") ? atoll(getenv("RLC_TEST_NONFINITE_LR")) : -1;
 
     const __typeof__(c->actor_rollout_ref.actor) *ac = &c->actor_rollout_ref.actor;
     engine_config ec;
