@@ -68,7 +68,10 @@ typedef struct {
 #define TOK_MAX_ID (1 << 30)
 // Backtracking limits compiled into every regex (PCRE2 (*LIMIT_MATCH) / (*LIMIT_DEPTH)): a pattern with nested
 // quantifiers on a long line fails with an error naming it instead of running for hours.
-#define TOK_REGEX_MATCH_LIMIT 2000000
+#define TOK_REGEX_MATCH_LIMIT 10000000
+// Per search (tok_split_apply): a budget of BASE + PER_BYTE x the bytes left to search.
+#define TOK_REGEX_BASE_STEPS 100000
+#define TOK_REGEX_STEPS_PER_BYTE 16
 #define TOK_REGEX_DEPTH_LIMIT 20000
 
 // ---- decoder steps (tok_decode.c) ----

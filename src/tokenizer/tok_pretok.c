@@ -132,15 +132,32 @@ int64_t tok_split_apply(const tok_pretok_step *st, const char *p, size_t n, tok_
     int have_last = 0;
     size_t last_match_end = 0;
     size_t prev = 0;
+    // Backtracking budget over the whole piece: BASE + PER_BYTE x n steps (PCRE2's match-limit count). Each
+    // search starts with a small limit and doubles it while the limit is hit, so the limit it succeeds with
+    // bounds its cost within 2x; half of it is charged. A real pattern costs a few steps per byte; one with
+    // nested quantifiers (a*a*b|a) costs steps quadratic in the piece and exhausts the budget early.
+    pcre2_match_context *mc = pcre2_match_context_create(NULL);
+    if (!mc) rlc_die("out of memory creating a regex match context");
+    const uint64_t budget = (uint64_t)TOK_REGEX_BASE_STEPS + (uint64_t)TOK_REGEX_STEPS_PER_BYTE * n;
+    uint64_t spent = 0;
     while (last_end <= n) {
-        int rc = pcre2_match(st->re, (PCRE2_SPTR)p, n, last_end, PCRE2_NO_UTF_CHECK, st->md, NULL);
+        uint64_t lim = 64;
+        int rc;
+        for (;;) {
+            pcre2_set_match_limit(mc, (uint32_t)lim);
+            rc = pcre2_match(st->re, (PCRE2_SPTR)p, n, last_end, PCRE2_NO_UTF_CHECK, st->md, mc);
+            const uint64_t left = spent < budget ? budget - spent : 0;
+            if (rc != PCRE2_ERROR_MATCHLIMIT || lim >= left || lim >= TOK_REGEX_MATCH_LIMIT) break;
+            lim = 2 * lim < left ? 2 * lim : left;
+        }
+        if (lim > 64) spent += lim / 2;
         if (rc < 0) {
             if (rc != PCRE2_ERROR_NOMATCH) {
                 PCRE2_UCHAR msg[256];
                 pcre2_get_error_message(rc, msg, sizeof msg);
                 rlc_die("%s: pre_tokenizer regex '%s' failed on a %zu-byte piece of text: %s (the pattern backtracks "
-                        "too much: limits %d steps, depth %d)", st->src, st->pat, n, (const char *)msg,
-                        TOK_REGEX_MATCH_LIMIT, TOK_REGEX_DEPTH_LIMIT);
+                        "too much: budget %d + %d steps per byte, depth %d)", st->src, st->pat, n,
+                        (const char *)msg, TOK_REGEX_BASE_STEPS, TOK_REGEX_STEPS_PER_BYTE, TOK_REGEX_DEPTH_LIMIT);
             }
             break;
         }
@@ -164,6 +181,7 @@ int64_t tok_split_apply(const tok_pretok_step *st, const char *p, size_t n, tok_
         prev = e;
         if (s == e && e >= n) break;
     }
+    pcre2_match_context_free(mc);
     if (prev != n) {
         if (nm + 1 >= mcap) {
             mcap = mcap ? mcap * 2 : 64;

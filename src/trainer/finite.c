@@ -27,7 +27,7 @@ finite_report finite_scan(const float *data, const param_layout *pl) {
     // the lowest flagged chunk is then searched in order, so the result equals the reference's
     const int64_t n = pl->numel, nc = (n + FINITE_CHUNK - 1) / FINITE_CHUNK;
     int64_t first = nc;
-#pragma omp parallel for schedule(static) reduction(min : first)
+#pragma omp parallel for schedule(static) reduction(min : first) if (nc > 16)
     for (int64_t c = 0; c < nc; c++) {
         const int64_t a = c * FINITE_CHUNK, b = a + FINITE_CHUNK < n ? a + FINITE_CHUNK : n;
         float acc = 0.f;
