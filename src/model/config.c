@@ -16,6 +16,7 @@
 #include "core/bf16.h"
 #include "core/common.h"
 #include "core/json.h"
+#include "io/safetensors.h"
 
 const char *const MODEL_TYPES_SUPPORTED = "qwen3, qwen2, llama, mistral, gemma3_text";
 
@@ -230,7 +231,7 @@ void model_config_finalize(model_config *c) {
         // saved in another dtype) gets the scale transformers would use with that file
         float s = (float)sqrt((double)c->hidden_size);
         if (!strcmp(c->torch_dtype, "bfloat16")) s = bf16_to_f32(bf16_from_f32(s));
-        else if (!strcmp(c->torch_dtype, "float16")) s = (float)(_Float16)s;
+        else if (!strcmp(c->torch_dtype, "float16")) s = st_f16_to_f32(st_f32_to_f16(s));   // RNE, as a cast
         c->embed_scale = s;
         if (c->attn_scale == 0 && c->query_pre_attn_scalar > 0) c->attn_scale = (float)(1.0 / sqrt(c->query_pre_attn_scalar));
     } else {
