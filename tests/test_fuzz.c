@@ -464,11 +464,14 @@ static void regress_empty_word(void *arg) {
     (void)arg;
     static const char J[] =
         "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2, \" \": 3}, \"merges\": [\"a b\"]},"
-        " \"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"use_regex\": false},"
-        " \"decoder\": {\"type\": \"ByteLevel\"}}";
+        " \"normalizer\": {\"type\": \"NFC\"}, \"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": [{\"type\":"
+        " \"Split\", \"pattern\": {\"Regex\": \"\\\\s+|\\\\p{L}+|\\\\p{N}{1,3}\"}, \"behavior\": \"Isolated\", \"invert\": false},"
+        " {\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"use_regex\": false}]}, \"decoder\": {\"type\": \"ByteLevel\"},"
+        " \"added_tokens\": [{\"id\": 4, \"content\": \"<|im_end|>\", \"special\": true}]}";
+    static const char TEXT[] = "Hello world, it's 42 \xc3\xa9t\xc3\xa9s!\n  <|im_end|> ab";
     rlc_tokenizer *t = rlc_tok_from_json(J, sizeof J - 1, "tokenizer.json", NULL);
     rlc_ivec v = {0};
-    for (int k = 0; k < 2; k++) rlc_tok_encode(t, "Hello", 5, &v);
+    for (int k = 0; k < 2; k++) rlc_tok_encode(t, TEXT, sizeof TEXT - 1, &v);
     rlc_iv_free(&v);
     rlc_tok_free(t);
 }
