@@ -312,6 +312,17 @@ static void test_model_config(void) {
     p = put("cfg_rope.json", js2, strlen(js2));
     io_expect_die("rope_theta 1e308", load_cfg_file, p, "cfg_rope.json", "rope_theta", "float32", (const char *)NULL);
     free(p);
+    // eos ids beyond int32: a range error, never a cast
+    static const char *const EOS[2] = {"2147483648", "9223372036854775808"};
+    for (int i = 0; i < 2; i++) {
+        char *e = strstr(js, "\"eos_token_id\": 1");
+        char js3[2100];
+        snprintf(js3, sizeof js3, "%.*s\"eos_token_id\": [%s]%s", (int)(e - js), js, EOS[i], e + strlen("\"eos_token_id\": 1"));
+        p = put("cfg_eos.json", js3, strlen(js3));
+        io_expect_die(i ? "config.json eos_token_id 2^63" : "config.json eos_token_id 2^31", load_cfg_file, p, "cfg_eos.json",
+                      "eos_token_id", "out of range", (const char *)NULL);
+        free(p);
+    }
     // absurd sizes: refused at the layout (2^40 parameters), or up front for this machine's memory
     static const char BIG[] =
         "{\"model_type\": \"qwen3\", \"vocab_size\": %lld, \"hidden_size\": %lld, \"intermediate_size\": %lld, "
