@@ -1054,7 +1054,8 @@ static void load_checkpoint(grpo *g, const char *dir) {
     if (ts.train_n != g->train.n)
         rlc_die("%s: checkpoint was trained on %lld prompts, the configured data has %lld", tsp, (long long)ts.train_n, (long long)g->train.n);
     // values no save writes: a damaged file (batch_in_epoch indexes the epoch's prompt order)
-    if (ts.global_step < 0 || ts.epoch < 0 || ts.batch_in_epoch < 0 || ts.batch_in_epoch >= g->steps_per_epoch ||
+    if (ts.global_step < 0 || ts.global_step > ADAMW_MAX_STEP || ts.epoch < 0 || ts.epoch > ADAMW_MAX_STEP ||
+        ts.batch_in_epoch < 0 || ts.batch_in_epoch >= g->steps_per_epoch ||
         !isfinite(ts.kl_ctrl_value) || ts.kl_ctrl_value < 0)
         rlc_die("%s: corrupt trainer state (global_step %lld, epoch %lld, batch %lld of %lld per epoch, kl_coef %g)", tsp,
                 (long long)ts.global_step, (long long)ts.epoch, (long long)ts.batch_in_epoch, (long long)g->steps_per_epoch,
