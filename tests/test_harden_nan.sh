@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_harden_nan.sh: a GRPO run whose weights go non-finite on purpose (RLC_TEST_NONFINITE_LR=3 makes step 3's
 # update use a NaN learning rate) stops with one error naming the step and the tensor, writes no checkpoint of
-# that step, and leaves the last good checkpoint (step 2) as latest; resuming from it still works.
+# that step, and leaves the last good checkpoint (step 2) as latest; resuming from it still works. A trainer
+# state whose step is 2^63-1 is refused on resume.
 set -u
 cd "$(dirname "$0")/.."
 B=${RLC_BUILD:-build}
@@ -15,14 +16,32 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/rlc-nan-XXXXXX"); [ -n "${KEEP:-}" ] || trap 'r
 "$RLC" gen-task --out "$tmp/sft.jsonl" --n 100 --seed 1 --format sft >/dev/null &&
 "$RLC" gen-task --out "$tmp/train.jsonl" --n 8 --seed 2 >/dev/null &&
 "$RLC" train-tokenizer --data "$tmp/sft.jsonl" --fields prompt,response --out "$tmp/tok" --vocab-size 300 >/dev/null ||
-  { bad "fixture data and tokenizer"; echo "$pass passed, $fail failed"; exit 1; }
+  { bad "fixture data and tokenizer"; # a resumed trainer state with global_step = INT64_MAX is refused, naming the file
+/usr/bin/python3 -c "
+import struct, sys
+p = sys.argv[1]; b = bytearray(open(p, 'rb').read()); b[16:24] = struct.pack('<q', 2**63 - 1); open(p, 'wb').write(bytes(b))
+" "$run/global_step_4/trainer_state.bin"
+timeout 120 "$RLC" train "$tmp/grpo.yaml" trainer.total_training_steps=6 >/dev/null 2>"$tmp/bad_state.err"
+rc=$?
+[ $rc -eq 1 ] && [ "$(wc -l < "$tmp/bad_state.err")" -eq 1 ] && grep -q 'trainer_state.bin: corrupt trainer state (global_step 9223372036854775807' "$tmp/bad_state.err" &&
+  ok "a trainer state with global_step 2^63-1 is refused: $(cat "$tmp/bad_state.err")" || bad "bad trainer state: exit $rc $(head -c 400 "$tmp/bad_state.err")"
+echo "$pass passed, $fail failed"; exit 1; }
 cat > "$tmp/config.json" <<'J'
 {"model_type": "qwen3", "vocab_size": 320, "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2,
  "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "max_position_embeddings": 512, "rms_norm_eps": 1e-06,
  "rope_theta": 10000.0, "tie_word_embeddings": true, "bos_token_id": null, "eos_token_id": 302, "torch_dtype": "float32"}
 J
 "$RLC" init --config "$tmp/config.json" --out "$tmp/m" --seed 3 --tokenizer "$tmp/tok" >/dev/null 2>&1 ||
-  { bad "rlc init"; echo "$pass passed, $fail failed"; exit 1; }
+  { bad "rlc init"; # a resumed trainer state with global_step = INT64_MAX is refused, naming the file
+/usr/bin/python3 -c "
+import struct, sys
+p = sys.argv[1]; b = bytearray(open(p, 'rb').read()); b[16:24] = struct.pack('<q', 2**63 - 1); open(p, 'wb').write(bytes(b))
+" "$run/global_step_4/trainer_state.bin"
+timeout 120 "$RLC" train "$tmp/grpo.yaml" trainer.total_training_steps=6 >/dev/null 2>"$tmp/bad_state.err"
+rc=$?
+[ $rc -eq 1 ] && [ "$(wc -l < "$tmp/bad_state.err")" -eq 1 ] && grep -q 'trainer_state.bin: corrupt trainer state (global_step 9223372036854775807' "$tmp/bad_state.err" &&
+  ok "a trainer state with global_step 2^63-1 is refused: $(cat "$tmp/bad_state.err")" || bad "bad trainer state: exit $rc $(head -c 400 "$tmp/bad_state.err")"
+echo "$pass passed, $fail failed"; exit 1; }
 run="$tmp/run"
 cat > "$tmp/grpo.yaml" <<Y
 data: {train_files: $tmp/train.jsonl, train_batch_size: 2, max_prompt_length: 256, max_response_length: 16, seed: 1}
@@ -49,5 +68,14 @@ echo "$err" | grep -q "training step 3: the weights went non-finite: tensor 'mod
 timeout 300 "$RLC" train "$tmp/grpo.yaml" >"$tmp/resume.log" 2>&1 &&
   [ "$(cat "$run/latest_checkpointed_iteration.txt")" = "4" ] && ok "resuming from the last good checkpoint finishes the run" ||
   { bad "resume"; tail -3 "$tmp/resume.log"; }
+# a resumed trainer state with global_step = INT64_MAX is refused, naming the file
+/usr/bin/python3 -c "
+import struct, sys
+p = sys.argv[1]; b = bytearray(open(p, 'rb').read()); b[16:24] = struct.pack('<q', 2**63 - 1); open(p, 'wb').write(bytes(b))
+" "$run/global_step_4/trainer_state.bin"
+timeout 120 "$RLC" train "$tmp/grpo.yaml" trainer.total_training_steps=6 >/dev/null 2>"$tmp/bad_state.err"
+rc=$?
+[ $rc -eq 1 ] && [ "$(wc -l < "$tmp/bad_state.err")" -eq 1 ] && grep -q 'trainer_state.bin: corrupt trainer state (global_step 9223372036854775807' "$tmp/bad_state.err" &&
+  ok "a trainer state with global_step 2^63-1 is refused: $(cat "$tmp/bad_state.err")" || bad "bad trainer state: exit $rc $(head -c 400 "$tmp/bad_state.err")"
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
