@@ -113,6 +113,8 @@ install: $(BUILD)/rlc
 	@echo "installed $(DESTDIR)$(PREFIX)/bin/rlc, docs in $(DESTDIR)$(PREFIX)/share/doc/rlc, examples in $(DESTDIR)$(PREFIX)/share/rlc/examples"
 
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-fuzz
+
+include fuzz/fuzz.mk
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

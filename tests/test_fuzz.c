@@ -13,6 +13,7 @@
 // checkpoint (model.safetensors with score.*) and its value-head optimizer state, and the input files of `rlc generate` (prompt, messages
 // and input_ids lines, on a tiny model with the BPE trainer's tokenizer) and `rlc logprob` (id sequences), run
 // as the rlc binary itself ($RLC_BUILD/rlc).
+// Regression cases (test_regressions) hold the minimized inputs coverage-guided fuzzing (fuzz/) found.
 // RLC_FUZZ_CASES=N sets the cases per target (default 200) and RLC_FUZZ_SEED=S other mutation streams; a
 // failing case's input is kept on disk and its path printed.
 #include <fcntl.h>
@@ -474,6 +475,39 @@ static void fuzz_target(const target *t, const char *seed, size_t seed_n, int ca
 }
 
 // rlc_die quotes user input: its control characters come out as escapes, on one line.
+// ---- regression cases: minimized inputs that libFuzzer (fuzz/) found; each must load or fail with one line ----
+
+// A word that maps to no token (a ByteLevel pre-tokenizer over a vocabulary without the byte characters) was
+// cached with zero ids: pointer arithmetic on the cache's still-NULL value array (UBSan), on the first encode
+// and on the cached second one.
+static void regress_empty_word(void *arg) {
+    (void)arg;
+    static const char J[] =
+        "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2, \" \": 3}, \"merges\": [\"a b\"]},"
+        " \"normalizer\": {\"type\": \"NFC\"}, \"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": [{\"type\":"
+        " \"Split\", \"pattern\": {\"Regex\": \"\\\\s+|\\\\p{L}+|\\\\p{N}{1,3}\"}, \"behavior\": \"Isolated\", \"invert\": false},"
+        " {\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"use_regex\": false}]}, \"decoder\": {\"type\": \"ByteLevel\"},"
+        " \"added_tokens\": [{\"id\": 4, \"content\": \"<|im_end|>\", \"special\": true}]}";
+    static const char TEXT[] = "Hello world, it's 42 \xc3\xa9t\xc3\xa9s!\n  <|im_end|> ab";
+    rlc_tokenizer *t = rlc_tok_from_json(J, sizeof J - 1, "tokenizer.json", NULL);
+    rlc_ivec v = {0};
+    for (int k = 0; k < 2; k++) rlc_tok_encode(t, TEXT, sizeof TEXT - 1, &v);
+    rlc_iv_free(&v);
+    rlc_tok_free(t);
+}
+
+static void test_regressions(void) {
+    static const struct { const char *what; void (*fn)(void *); } R[] = {
+        {"tokenizer: a word of no tokens, encoded twice", regress_empty_word},
+    };
+    for (size_t i = 0; i < sizeof R / sizeof R[0]; i++) {
+        char why[2048];
+        const int bad = run_case(R[i].fn, NULL, why, sizeof why);
+        TL_CHECK(!bad, "regression case '%s': %s", R[i].what, why);
+        if (!bad) printf("ok regression case: %s\n", R[i].what);
+    }
+}
+
 static void die_with_newline(void *arg) { rlc_die("tensor '%s' is bad", (const char *)arg); }
 static void crash(void *arg) { (void)arg; abort(); }
 static void two_lines(void *arg) { (void)arg; fputs("rlc: error: a\nb\n", stderr); exit(1); }
@@ -489,6 +523,7 @@ static void test_one_line(void) {
 
 int main(void) {
     test_one_line();
+    test_regressions();
     const char *env = getenv("RLC_FUZZ_CASES");
     const int cases = env ? atoi(env) : 200;
     const char *senv = getenv("RLC_FUZZ_SEED");

@@ -31,7 +31,7 @@ static const char *USAGE =
     "rlc generate --model DIR|ORG/NAME --prompts IN.jsonl --out OUT.jsonl [--n N] [--temperature T] [--top-p P] [--top-k K] "
     "[--greedy] [--max-new-tokens M] [--seed S] [--kv-cache-bytes B] [--threads N] [--ignore-eos] [--no-prompt-sharing] "
     "[--bf16-weights] [--kv-cache-dtype fp32|bf16] [--max-num-seqs N] [--max-batched-tokens N] [--tokenizer DIR] "
-    "[--chat-template auto|qwen3|plain|FILE.jinja] [--enable-thinking true|false]";
+    "[--chat-template auto|qwen3|plain|FILE.jinja] [--enable-thinking true|false] [--allow-nonfinite]";
 
 typedef struct {
     int n;
@@ -145,6 +145,7 @@ int cmd_generate(int argc, char **argv) {
     const char *tok_opt = cli_opt(&a, "tokenizer");
     const char *chat = cli_opt(&a, "chat-template");
     const char *think = cli_opt(&a, "enable-thinking");
+    const int allow_nonfinite = cli_flag(&a, "allow-nonfinite");   // load non-finite weights (forensics)
     cli_check_unknown(&a, USAGE);
     int enable_thinking = -1;
     if (think) {
@@ -182,7 +183,7 @@ int cmd_generate(int argc, char **argv) {
     param_layout pl;
     param_set pset;
     double t0 = rlc_now();
-    checkpoint_load(model_dir, &cfg, &pl, &pset);
+    checkpoint_load_ex(model_dir, &cfg, &pl, &pset, allow_nonfinite);
     const double t_load = rlc_now() - t0;
     decoder_model m;
     decoder_model_init(&m, &pl, &pset, &be);
@@ -213,7 +214,11 @@ int cmd_generate(int argc, char **argv) {
         for (int64_t k = 0; k < s->len; k++) rlc_sb_printf(&line, "%s%d", k ? ", " : "", s->ids[k]);
         rlc_sb_puts(&line, "], \"logprobs\": [");
         for (int64_t k = 0; k < s->len; k++)
-            if (isfinite(s->logprobs[k])) rlc_sb_printf(&line, "%s%.9g", k ? ", " : "", s->logprobs[k]);
+            if (!isfinite(s->logprobs[k]) && !allow_nonfinite)
+                rlc_die("generate: prompt %d (line %d of %s) sample %d token %lld has a non-finite log-prob (%g); the "
+                        "model's outputs are not finite", s->prompt, s->prompt + 1, in_path, s->sample, (long long)k,
+                        (double)s->logprobs[k]);
+            else if (isfinite(s->logprobs[k])) rlc_sb_printf(&line, "%s%.9g", k ? ", " : "", s->logprobs[k]);
             else rlc_sb_printf(&line, "%snull", k ? ", " : "");
         rlc_sb_printf(&line, "], \"finish_reason\": \"%s\"}\n", rollout_finish_name(s->finish));
         rlc_atomic_write(&w, line.s, line.n);

@@ -44,6 +44,23 @@ static void init_fill(void *vctx, const st_write_tensor *t, int64_t start, int64
     }
 }
 
+// Refuse up front a checkpoint the disk cannot hold, rather than writing until it is full.
+static void init_check_disk(const char *out, const param_layout *pl, st_dtype dtype) {
+    char *dir = rlc_strdup(out);   // the nearest existing ancestor holds the file system the file lands on
+    while (!rlc_file_exists(dir)) {
+        char *sl = strrchr(dir, '/');
+        if (!sl) { strcpy(dir, "."); break; }
+        if (sl == dir) { dir[1] = 0; break; }
+        *sl = 0;
+    }
+    const double need = (double)pl->numel * (double)st_dtype_size(dtype) + 1e6;   // + header and config
+    const int64_t have = rlc_disk_free(dir);
+    if (have >= 0 && need > (double)have)
+        rlc_die("init: %s needs %.0f bytes (%.1f GiB) for %lld parameters in %s; %s has %.1f GiB free", out, need,
+                need / 1073741824.0, (long long)pl->numel, st_dtype_name(dtype), dir, (double)have / 1073741824.0);
+    free(dir);
+}
+
 int cmd_init(int argc, char **argv) {
     cli_args a;
     cli_args_init(&a, argc, argv);
@@ -69,6 +86,7 @@ int cmd_init(int argc, char **argv) {
     double t0 = rlc_now();
     param_layout pl;
     param_layout_init(&pl, &cfg);
+    init_check_disk(out, &pl, dtype);
     // values are generated block by block while the file is written: no fp32 copy of the model
     init_ctx ctx = {.pl = &pl, .seed = seed, .n_threads = n_threads};
     checkpoint_save_generated(out, &pl, dtype, init_fill, &ctx);

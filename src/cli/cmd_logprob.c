@@ -21,7 +21,7 @@
 #include "model/decoder.h"
 
 static const char *USAGE =
-    "rlc logprob --model DIR|ORG/NAME --data IN.jsonl --out OUT.jsonl [--temperature T] [--max-batch-tokens N] [--threads N]";
+    "rlc logprob --model DIR|ORG/NAME --data IN.jsonl --out OUT.jsonl [--temperature T] [--max-batch-tokens N] [--threads N] [--allow-nonfinite]";
 
 typedef struct {
     int n;             // sequences
@@ -83,6 +83,8 @@ int cmd_logprob(int argc, char **argv) {
     float temperature = (float)cli_double(&args, "temperature", 1.0, 1e-6, 1e6);
     int64_t budget = cli_int(&args, "max-batch-tokens", 4096, 1, 1 << 30);
     int threads = (int)cli_int(&args, "threads", 0, 0, 1024);
+    // forensics on a broken checkpoint: load non-finite weights and write non-finite outputs as null
+    const int allow_nonfinite = cli_flag(&args, "allow-nonfinite");
     cli_check_unknown(&args, USAGE);
 
     backend_ctx be;
@@ -94,7 +96,7 @@ int cmd_logprob(int argc, char **argv) {
     param_layout pl;
     param_set ps;
     double t0 = rlc_now();
-    checkpoint_load(model_dir, &cfg, &pl, &ps);
+    checkpoint_load_ex(model_dir, &cfg, &pl, &ps, allow_nonfinite);
     double t_load = rlc_now() - t0;
     decoder_model m;
     decoder_model_init(&m, &pl, &ps, &be);
@@ -128,6 +130,12 @@ int cmd_logprob(int argc, char **argv) {
         decoder_logprob(&m, NULL, &b, targets, temperature, logp, ent);
         for (int s = s0; s < s1; s++) {
             int64_t o = ss.start[s] - base, n = ss.start[s + 1] - ss.start[s];
+            for (int64_t t = 0; t + 1 < n && !allow_nonfinite; t++)
+                if (!isfinite(logp[o + t]) || !isfinite(ent[o + t]))
+                    rlc_die("%s:%d: token %lld has a non-finite %s (%g) under %s; the model's outputs are not finite "
+                            "(--allow-nonfinite writes null)", data, s + 1, (long long)t + 1,
+                            isfinite(logp[o + t]) ? "entropy" : "log-prob", isfinite(logp[o + t]) ? ent[o + t] : logp[o + t],
+                            model_dir);
             put_floats(&w, "logprobs", logp + o, n - 1, 1);
             put_floats(&w, "entropy", ent + o, n - 1, 0);
             rlc_atomic_write(&w, "}\n", 2);

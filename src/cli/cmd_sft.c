@@ -39,8 +39,8 @@ static void load_sft_data(sft_dataset *d, const char *path, const char *model_di
     rlc_sft_text txt;
     rlc_sft_text_load(&txt, path, tok, cfg->max_position_embeddings, RLC_TRUNC_ERROR, -1);
     for (int64_t i = 0; i < txt.n; i++) {
-        char where[64];
-        snprintf(where, sizeof where, "line %lld", (long long)txt.items[i].line);
+        char where[1024];
+        rlc_format_short(where, sizeof where, "%s:%lld", path, (long long)txt.items[i].line);
         sft_dataset_add(d, txt.items[i].ids, txt.items[i].loss_mask, txt.items[i].n, cfg->vocab_size, where);
     }
     rlc_sft_text_free(&txt);

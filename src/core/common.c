@@ -7,18 +7,78 @@
 #include <stdarg.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
+// Start of the UTF-8 character holding byte i (cuts never split a character).
+static size_t char_start(const char *s, size_t i) {
+    while (i > 0 && ((unsigned char)s[i] & 0xc0) == 0x80) i--;
+    return i;
+}
+
+char *rlc_shorten_message(const char *msg, char *out, size_t cap) {
+    const size_t keep = RLC_RUN_MAX / 2 - 20;   // bytes kept at each end of a long run
+    const size_t n = strlen(msg);
+    char *r = malloc(n + 1);   // the message with long runs shortened (never longer than msg)
+    if (!r) { snprintf(out, cap, "%s", msg); return out; }
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        while (j < n && msg[j] != ' ') j++;
+        if (j == i) { r[o++] = msg[i++]; continue; }
+        const size_t run = j - i;
+        const size_t h = run > RLC_RUN_MAX ? char_start(msg, i + keep) - i : run;
+        const size_t t = run > RLC_RUN_MAX ? j - char_start(msg, j - keep) : 0;
+        memcpy(r + o, msg + i, h);
+        o += h;
+        if (run > RLC_RUN_MAX) {   // head...[N bytes]...tail
+            o += (size_t)sprintf(r + o, "...[%zu bytes]...", run - h - t);
+            memcpy(r + o, msg + j - t, t);
+            o += t;
+        }
+        i = j;
+    }
+    r[o] = 0;
+    if (o < cap) memcpy(out, r, o + 1);
+    else {   // still too long (many words): the first third and the end, where the reason is
+        const size_t head = char_start(r, cap / 3), tail_from = char_start(r, o - (cap - head - 8) + 1);
+        snprintf(out, cap, "%.*s ... %s", (int)head, r, r + tail_from);
+    }
+    free(r);
+    return out;
+}
+
+void rlc_format_short(char *out, size_t cap, const char *fmt, ...) {
+    va_list ap, aq;
+    va_start(ap, fmt);
+    va_copy(aq, ap);
+    const int n = vsnprintf(out, cap, fmt, aq);
+    va_end(aq);
+    char *full;
+    if (n >= 0 && (size_t)n >= cap && (full = malloc((size_t)n + 1)) != NULL) {
+        vsnprintf(full, (size_t)n + 1, fmt, ap);
+        rlc_shorten_message(full, out, cap);
+        free(full);
+    }
+    va_end(ap);
+}
+
 void rlc_vlog_line(const char *kind, const char *fmt, va_list ap) {
-    char small[1024];
+    char small[RLC_MSG_MAX];
     va_list aq;
     va_copy(aq, ap);
     const int n = vsnprintf(small, sizeof small, fmt, aq);
     va_end(aq);
-    char *msg = small;
-    if (n >= (int)sizeof small && (msg = malloc((size_t)n + 1)) != NULL) vsnprintf(msg, (size_t)n + 1, fmt, ap);
-    if (!msg) msg = small;   // out of memory: the truncated message
+    char *msg = small, *full = NULL;
+    if (n >= (int)sizeof small && (full = malloc((size_t)n + 1)) != NULL) vsnprintf(full, (size_t)n + 1, fmt, ap);
+    char shortened[RLC_MSG_MAX];
+    int long_run = 0;
+    for (const char *c = full ? full : small, *w = c; *c; c++) {
+        if (*c == ' ') w = c + 1;
+        else if (c - w >= RLC_RUN_MAX) { long_run = 1; break; }
+    }
+    if (full || long_run) msg = rlc_shorten_message(full ? full : small, shortened, sizeof shortened);
     fputs("rlc: ", stderr);
     fputs(kind, stderr);
     fputs(": ", stderr);
@@ -29,7 +89,7 @@ void rlc_vlog_line(const char *kind, const char *fmt, va_list ap) {
         else fputc(*c, stderr);
     }
     fputc('\n', stderr);
-    if (msg != small) free(msg);
+    free(full);
 }
 
 void rlc_log_line(const char *kind, const char *fmt, ...) {
@@ -66,19 +126,65 @@ void rlc_warn(const char *fmt, ...) {
     va_end(ap);
 }
 
+size_t rlc_mul_size(size_t a, size_t b, const char *what) {
+    size_t r;
+    if (rlc_mul_ok(a, b, &r) != 0) rlc_die("%s: size %zu x %zu overflows", what, a, b);
+    return r;
+}
+
+static int64_t meminfo_kb(const char *key) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return -1;
+    char line[256];
+    int64_t v = -1;
+    const size_t kl = strlen(key);
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, key, kl) == 0) { v = strtoll(line + kl, NULL, 10); break; }
+    fclose(f);
+    return v;
+}
+
+int64_t rlc_mem_total(void) {
+    const int64_t m = meminfo_kb("MemTotal:"), s = meminfo_kb("SwapTotal:");
+    if (m < 0) return -1;
+    return (m + (s > 0 ? s : 0)) * 1024;
+}
+
+int64_t rlc_disk_free(const char *path) {
+    struct statvfs v;
+    if (statvfs(path, &v) != 0) return -1;
+    return (int64_t)v.f_bavail * (int64_t)v.f_frsize;
+}
+
+void rlc_check_memory(double bytes, const char *what) {
+    const int64_t have = rlc_mem_total();
+    if (have > 0 && bytes > (double)have)
+        rlc_die("%s needs %.0f bytes (%.1f GiB) of memory; this machine has %.1f GiB (RAM + swap)", what, bytes,
+                bytes / 1073741824.0, (double)have / 1073741824.0);
+}
+
+// The allocator's failure, with the figures: the callers check input-derived sizes before allocating, so
+// this is a machine too small for a valid input (or a bug), never a reason to crash.
+static RLC_NORETURN void die_oom(size_t n, const char *what) {
+    const int64_t have = rlc_mem_total();
+    rlc_die("out of memory %s %zu bytes (%.2f GiB; this machine has %.1f GiB RAM + swap, %.2f GiB in use by rlc)", what, n,
+            (double)n / 1073741824.0, have > 0 ? (double)have / 1073741824.0 : -1.0,
+            (double)rlc_current_rss() / 1073741824.0);
+}
+
 void *rlc_malloc(size_t n) {
     void *p = malloc(n ? n : 1);
-    if (!p) rlc_die("out of memory allocating %zu bytes", n);
+    if (!p) die_oom(n, "allocating");
     return p;
 }
 void *rlc_calloc(size_t count, size_t size) {
     void *p = calloc(count ? count : 1, size ? size : 1);
-    if (!p) rlc_die("out of memory allocating %zu x %zu bytes", count, size);
+    if (!p) die_oom(size && count > SIZE_MAX / size ? SIZE_MAX : count * size, "allocating");
     return p;
 }
 void *rlc_realloc(void *p, size_t n) {
     void *q = realloc(p, n ? n : 1);
-    if (!q) rlc_die("out of memory reallocating %zu bytes", n);
+    if (!q) die_oom(n, "reallocating");
     return q;
 }
 char *rlc_strdup(const char *s) {
@@ -94,14 +200,14 @@ void *rlc_alloc(size_t n) {
     void *p = NULL;
     if (n >= 2 * huge) {
         size_t r = (n + huge - 1) & ~(huge - 1);
-        if (posix_memalign(&p, huge, r) != 0) rlc_die("out of memory allocating %zu bytes", n);
+        if (posix_memalign(&p, huge, r) != 0) die_oom(n, "allocating");
 #ifdef MADV_HUGEPAGE
         madvise(p, r, MADV_HUGEPAGE);   // advisory: ignored where THP is off
 #endif
         return p;
     }
     size_t r = (n + 63) & ~(size_t)63;
-    if (posix_memalign(&p, 64, r ? r : 64) != 0) rlc_die("out of memory allocating %zu bytes", n);
+    if (posix_memalign(&p, 64, r ? r : 64) != 0) die_oom(n, "allocating");
     return p;
 }
 void *rlc_alloc_zero(size_t n) {

@@ -47,6 +47,10 @@ const cJSON *rlc_jsonl_next(rlc_jsonl *r, const char *expected) {
             rlc_die("%s:%lld: text after the JSON object at column %lld; expected one object %s per line", r->path,
                     (long long)r->line, (long long)(end - r->buf) + 1, expected);
         }
+        const char *nul = memchr(r->buf, 0, (size_t)len);   // inside a string: cJSON ends the string there, silently
+        if (nul)
+            rlc_die("%s:%lld: NUL byte at column %lld; expected %s", r->path, (long long)r->line,
+                    (long long)(nul - r->buf) + 1, expected);
         if (!cJSON_IsObject(r->obj))
             rlc_die("%s:%lld: expected a JSON object %s, got %s", r->path, (long long)r->line, expected,
                     json_type_name(r->obj));

@@ -2,6 +2,7 @@
 #include "io/checkpoint.h"
 
 #include <errno.h>
+#include <math.h>
 
 #include "core/common.h"
 #include "core/hugepage.h"
@@ -13,7 +14,16 @@ static void shape_str(char *buf, size_t n, int ndim, const int64_t *shape) {
     if (k < n) snprintf(buf + k, n - k, "]");
 }
 
-void checkpoint_load_weights(const char *dir, param_set *ps) {
+// Index of the first non-finite value of x (n), or -1.
+static int64_t first_nonfinite(const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) return i;
+    return -1;
+}
+
+void checkpoint_load_weights(const char *dir, param_set *ps) { checkpoint_load_weights_ex(dir, ps, 0); }
+
+void checkpoint_load_weights_ex(const char *dir, param_set *ps, int allow_nonfinite) {
     const param_layout *pl = ps->layout;
     st_dir d;
     st_dir_open(&d, dir);
@@ -42,23 +52,40 @@ void checkpoint_load_weights(const char *dir, param_set *ps) {
             rlc_die("%s: tensor '%s' has shape %s; expected %s from config.json", path, p->name, b, a);
         }
     }
+    int warned = 0;
     for (int i = 0; i < pl->n_tensors; i++) {
         const param_tensor *p = &pl->tensors[i];
         const char *path = NULL;
         const st_tensor *t = st_dir_find(&d, p->name, &path);
         st_tensor_to_f32(t, ps->data + p->offset, path);
         st_tensor_drop_pages(t);   // keeps peak RSS near the fp32 parameters alone
+        // after the conversion: an F64 1e300 or an F16 inf is non-finite only as fp32
+        const int64_t bad = first_nonfinite(ps->data + p->offset, p->numel);
+        if (bad >= 0 && !allow_nonfinite)
+            rlc_die("%s: tensor '%s' element %lld is %g as fp32; a checkpoint must hold finite weights "
+                    "(--allow-nonfinite loads it anyway, for forensics)", path, p->name, (long long)bad,
+                    (double)ps->data[p->offset + bad]);
+        if (bad >= 0 && !warned++)
+            rlc_warn("%s: tensor '%s' element %lld is %g as fp32 (loaded: --allow-nonfinite)", path, p->name,
+                     (long long)bad, (double)ps->data[p->offset + bad]);
     }
     st_dir_close(&d);
 }
 
 void checkpoint_load(const char *dir, model_config *cfg, param_layout *pl, param_set *ps) {
+    checkpoint_load_ex(dir, cfg, pl, ps, 0);
+}
+
+void checkpoint_load_ex(const char *dir, model_config *cfg, param_layout *pl, param_set *ps, int allow_nonfinite) {
     model_config_load(cfg, dir);
     param_layout_init(pl, cfg);
+    char what[96];
+    snprintf(what, sizeof what, "%s: the model's %lld fp32 parameters", dir, (long long)pl->numel);
+    rlc_check_memory((double)pl->numel * sizeof(float), what);
     // every element is written by the load (or it dies), so skip param_set_init's zeroing pass
     ps->layout = pl;
     ps->data = rlc_alloc_huge((size_t)pl->numel * sizeof(float));
-    checkpoint_load_weights(dir, ps);
+    checkpoint_load_weights_ex(dir, ps, allow_nonfinite);
 }
 
 static void save_impl(const char *dir, const param_layout *pl, const float *data, st_dtype dtype, st_fill_fn fill, void *ctx) {

@@ -13,6 +13,7 @@
 
 #include "core/bf16.h"
 #include "core/common.h"
+#include "core/json.h"
 
 static const struct { const char *name; int size; } DTYPES[ST_N_DTYPES] = {
     [ST_BOOL] = {"BOOL", 1}, [ST_U8] = {"U8", 1}, [ST_I8] = {"I8", 1}, [ST_F8_E5M2] = {"F8_E5M2", 1},
@@ -104,7 +105,7 @@ void st_tensor_drop_pages(const st_tensor *t) {
 // ---------------------------------------------------------------------------------------------
 // reader
 
-#define FAIL(...) do { snprintf(err, errlen, __VA_ARGS__); goto fail; } while (0)
+#define FAIL(...) do { rlc_format_short(err, errlen, __VA_ARGS__); goto fail; } while (0)
 
 static int utf8_valid(const unsigned char *s, uint64_t n, uint64_t *bad) {
     uint64_t i = 0;
@@ -192,9 +193,12 @@ int st_file_open_err(st_file *f, const char *path, char *err, size_t errlen) {
     hdr = rlc_malloc((size_t)N + 1);
     memcpy(hdr, m + 8, (size_t)N);
     hdr[N] = 0;
-    const char *endp = NULL;
-    root = cJSON_ParseWithOpts(hdr, &endp, 1);
-    if (!root) FAIL("%s: invalid JSON header near header byte %ld", path, endp ? (long)(endp - hdr) : -1L);
+    {
+        char where[64], jerr[1024];
+        snprintf(where, sizeof where, "header");
+        root = rlc_json_parse_err(hdr, (size_t)N, where, jerr, sizeof jerr);   // \u0000, trailing text: refused
+        if (!root) FAIL("%s: invalid JSON %s", path, jerr);
+    }
     if (!cJSON_IsObject(root)) FAIL("%s: header is not a JSON object", path);
 
     int n_items = cJSON_GetArraySize(root), n_meta_items = 0;
@@ -377,10 +381,9 @@ int st_dir_open_err(st_dir *d, const char *dir, char *err, size_t errlen) {
         if (!fp) FAIL("%s: cannot open: %s", index, strerror(errno));
         fclose(fp);
         text = rlc_read_file(index, &len);
-        if (strlen(text) != len) FAIL("%s: NUL byte in JSON", index);
-        const char *endp = NULL;
-        root = cJSON_ParseWithOpts(text, &endp, 1);
-        if (!root) FAIL("%s: invalid JSON near byte %ld", index, endp ? (long)(endp - text) : -1L);
+        char jerr[1024];
+        root = rlc_json_parse_err(text, len, index, jerr, sizeof jerr);
+        if (!root) FAIL("%s", jerr);
         const cJSON *map = cJSON_IsObject(root) ? cJSON_GetObjectItemCaseSensitive(root, "weight_map") : NULL;
         if (!map) FAIL("%s: missing key \"weight_map\"", index);
         if (!cJSON_IsObject(map)) FAIL("%s: key \"weight_map\" must be an object of tensor name -> shard file", index);
@@ -390,10 +393,10 @@ int st_dir_open_err(st_dir *d, const char *dir, char *err, size_t errlen) {
         const cJSON *e;
         int bad = 0;
         cJSON_ArrayForEach(e, map) {
-            if (!cJSON_IsString(e)) { snprintf(err, errlen, "%s: weight_map['%s'] must be a shard file name", index, e->string); bad = 1; break; }
+            if (!cJSON_IsString(e)) { rlc_format_short(err, errlen, "%s: weight_map['%s'] must be a shard file name", index, e->string); bad = 1; break; }
             const char *s = e->valuestring;
             if (!*s || strchr(s, '/') || !strcmp(s, ".") || !strcmp(s, "..")) {
-                snprintf(err, errlen, "%s: weight_map['%s'] = \"%s\" must name a file in the same directory", index, e->string, s);
+                rlc_format_short(err, errlen, "%s: weight_map['%s'] = \"%s\" must name a file in the same directory", index, e->string, s);
                 bad = 1;
                 break;
             }
@@ -408,7 +411,7 @@ int st_dir_open_err(st_dir *d, const char *dir, char *err, size_t errlen) {
             qsort(wm, (size_t)n_wm, sizeof(name_idx), cmp_name_idx);
             for (int i = 1; i < n_wm; i++)
                 if (strcmp(wm[i].name, wm[i - 1].name) == 0) {
-                    snprintf(err, errlen, "%s: tensor '%s': duplicate key in weight_map", index, wm[i].name);
+                    rlc_format_short(err, errlen, "%s: tensor '%s': duplicate key in weight_map", index, wm[i].name);
                     bad = 1;
                     break;
                 }

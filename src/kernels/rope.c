@@ -6,6 +6,7 @@
 // D=128, theta=1e6. Below is a scalar transcription of SLEEF's powf_u10 (logkf / expkf) for the finite
 // positive arguments used here. cos/sin are computed in double and rounded to float (correctly rounded;
 // torch's SLEEF cosf/sinf differ from that by 1 ulp in a few percent of entries).
+#include <float.h>
 #include <math.h>
 
 #include "core/common.h"
@@ -190,7 +191,8 @@ static void table_fill(rope_table *rt, int max_pos, int head_dim, const float *i
 static void table_check(int max_pos, int head_dim, double theta) {
     if (max_pos <= 0) rlc_die("rope: max_position_embeddings must be > 0 (got %d)", max_pos);
     if (head_dim <= 0 || head_dim % 2) rlc_die("rope: head_dim must be a positive even number (got %d)", head_dim);
-    if (!(theta > 0) || !isfinite(theta)) rlc_die("rope: rope_theta must be a positive finite number (got %g)", theta);
+    // the base becomes a float32 (torch's promotion): a double beyond FLT_MAX would not convert
+    if (!(theta > 0 && theta <= FLT_MAX)) rlc_die("rope: rope_theta must be a positive float32 number (got %g)", theta);
 }
 
 void rope_table_init(rope_table *rt, int max_pos, int head_dim, double theta) {

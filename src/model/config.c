@@ -10,10 +10,13 @@
 #include "model/config.h"
 
 #include <cjson/cJSON.h>
+#include <float.h>
 #include <math.h>
 
 #include "core/bf16.h"
 #include "core/common.h"
+#include "core/json.h"
+#include "io/safetensors.h"
 
 const char *const MODEL_TYPES_SUPPORTED = "qwen3, qwen2, llama, mistral, gemma3_text";
 
@@ -228,7 +231,7 @@ void model_config_finalize(model_config *c) {
         // saved in another dtype) gets the scale transformers would use with that file
         float s = (float)sqrt((double)c->hidden_size);
         if (!strcmp(c->torch_dtype, "bfloat16")) s = bf16_to_f32(bf16_from_f32(s));
-        else if (!strcmp(c->torch_dtype, "float16")) s = (float)(_Float16)s;
+        else if (!strcmp(c->torch_dtype, "float16")) s = st_f16_to_f32(st_f32_to_f16(s));   // RNE, as a cast
         c->embed_scale = s;
         if (c->attn_scale == 0 && c->query_pre_attn_scalar > 0) c->attn_scale = (float)(1.0 / sqrt(c->query_pre_attn_scalar));
     } else {
@@ -312,12 +315,7 @@ static void parse_layer_types(model_config *c, const cJSON *root, const char *pa
 
 void model_config_parse(model_config *cfg, const char *json_text, const char *path) {
     memset(cfg, 0, sizeof *cfg);
-    const char *endp = NULL;
-    cJSON *root = cJSON_ParseWithOpts(json_text, &endp, 1);
-    if (!root) {
-        long off = endp ? (long)(endp - json_text) : -1;
-        rlc_die("%s: invalid JSON near byte %ld", path, off);
-    }
+    cJSON *root = rlc_json_parse(json_text, strlen(json_text), path);
     if (!cJSON_IsObject(root)) rlc_die("%s: config must be a JSON object", path);
 
     const cJSON *mt = get(root, "model_type");
@@ -399,8 +397,10 @@ void model_config_parse(model_config *cfg, const char *json_text, const char *pa
     }
     const rope_params *rchk[2] = {&cfg->rope, &cfg->rope_local};
     for (int i = 0; i < 2; i++)
-        if (!(rchk[i]->theta > 1) || !isfinite(rchk[i]->theta))
-            rlc_die("%s: key \"%s\" = %g must be > 1", path, i == 0 ? "rope_theta" : "rope_local_base_freq", rchk[i]->theta);
+        // the base is used as a float32 (as torch does): beyond FLT_MAX it is inf
+        if (!(rchk[i]->theta > 1 && rchk[i]->theta <= FLT_MAX))
+            rlc_die("%s: key \"%s\" = %g must be in (1, %g] (a float32 base)", path,
+                    i == 0 ? "rope_theta" : "rope_local_base_freq", rchk[i]->theta, (double)FLT_MAX);
     cfg->rope_theta = cfg->rope.theta;
 
     cfg->tie_word_embeddings = opt_bool(root, path, "tie_word_embeddings", fd.tie);
@@ -498,7 +498,10 @@ void model_config_parse(model_config *cfg, const char *json_text, const char *pa
 void model_config_load(model_config *cfg, const char *path) {
     size_t n = strlen(path);
     char *file = (n > 5 && strcmp(path + n - 5, ".json") == 0) ? rlc_strdup(path) : rlc_path_join(path, "config.json");
-    char *text = rlc_read_file(file, NULL);
+    size_t len;
+    char *text = rlc_read_file(file, &len);
+    char err[1024];   // the whole file: a NUL byte would end the text model_config_parse sees
+    if (rlc_json_check_text(text, len, file, err, sizeof err) != 0) rlc_die("%s", err);
     model_config_parse(cfg, text, file);
     free(text);
     free(file);

@@ -14,11 +14,17 @@ static void add_tensor(param_layout *pl, int *cap, int block, const char *name, 
     t->ndim = ndim;
     t->shape[0] = d0;
     t->shape[1] = ndim == 2 ? d1 : 0;
-    t->numel = ndim == 2 ? d0 * d1 : d0;
+    // checked: config.json bounds each size to 2^30, so products and the running offset could overflow
+    int64_t numel = d0, end;
+    if ((ndim == 2 && __builtin_mul_overflow(d0, d1, &numel)) || __builtin_add_overflow(*off, numel, &end) ||
+        end > PARAM_MAX_NUMEL)
+        rlc_die("config: the model has more than %lld parameters at tensor %s (%lld x %lld); rlc models are "
+                "limited to 2^40 parameters", (long long)PARAM_MAX_NUMEL, name, (long long)d0, (long long)(ndim == 2 ? d1 : 1));
+    t->numel = numel;
     t->offset = *off;
     t->block = block;
     t->decay = 1;
-    *off += t->numel;
+    *off = end;
 }
 
 void param_layout_init(param_layout *pl, const model_config *cfg) {
@@ -92,6 +98,9 @@ int param_layout_find(const param_layout *pl, const char *name) {
 }
 
 void param_set_init(param_set *ps, const param_layout *pl) {
+    char what[96];
+    snprintf(what, sizeof what, "the model's %lld fp32 parameters", (long long)pl->numel);
+    rlc_check_memory((double)pl->numel * sizeof(float), what);   // refused up front, not an allocation failure later
     ps->layout = pl;
     ps->data = rlc_alloc_zero((size_t)pl->numel * sizeof(float));
 }

@@ -37,6 +37,10 @@ enum {
     LW_COUNT
 };
 
+// Largest parameter count a layout accepts (4 TiB of fp32): far beyond any machine, and every offset
+// and byte count below it fits int64_t / size_t.
+#define PARAM_MAX_NUMEL ((int64_t)1 << 40)
+
 typedef struct {
     char name[96];        // HF tensor name, e.g. "model.layers.3.self_attn.q_proj.weight"
     int ndim;             // 1 or 2

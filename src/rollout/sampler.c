@@ -150,7 +150,22 @@ static float full_logprob(const float *logits, int64_t V, float mx, float T, int
     return (float)((double)((logits[tok] - mx) / T) - log(s));
 }
 
+// Dies when a logit is NaN or inf: a distribution cannot come from them, and a sample drawn from the finite
+// rest would pass a broken model off as a working one.
+static void check_logits(const float *logits, int64_t V) {
+    float acc = 0.f;   // x - x is 0 for finite x, NaN otherwise: one vectorised pass
+#pragma omp simd reduction(+ : acc)
+    for (int64_t i = 0; i < V; i++) acc += logits[i] - logits[i];
+    if (acc == 0.f) return;
+    int64_t bad = 0, first = -1;
+    for (int64_t i = 0; i < V; i++)
+        if (!isfinite(logits[i])) { bad++; if (first < 0) first = i; }
+    rlc_die("sampling: %lld of the %lld logits are not finite (token %lld: %g); the model's weights or activations "
+            "are non-finite", (long long)bad, (long long)V, (long long)first, (double)logits[first]);
+}
+
 int32_t sampler_sample(const sampler_params *sp, const float *logits, int64_t V, double u, float *logprob, sampler_ws *ws) {
+    check_logits(logits, V);
     const int64_t am = argmax(logits, V);
     const float mx = logits[am];
     if (sampler_is_greedy(sp)) {

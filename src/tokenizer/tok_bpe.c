@@ -70,7 +70,7 @@ static void cache_put(tok_cache *c, uint64_t h, const char *p, size_t n, const i
         c->vals_cap = cap;
     }
     memcpy(c->keys + c->keys_n, p, n);
-    memcpy(c->vals + c->vals_n, ids, (size_t)m * sizeof(int32_t));
+    if (m) memcpy(c->vals + c->vals_n, ids, (size_t)m * sizeof(int32_t));   // m = 0: vals may still be NULL
     c->hash[i] = h;
     c->key_off[i] = (uint32_t)c->keys_n;
     c->key_len[i] = (uint32_t)n;
@@ -164,7 +164,7 @@ static void bpe_word(rlc_tokenizer *t, const char *p, size_t n, rlc_ivec *out) {
         uint64_t i = cache_slot(c, h, p, n, &found);
         if (found) {
             c->hits++;
-            rlc_iv_append(out, c->vals + c->val_off[i], c->val_n[i]);
+            if (c->val_n[i]) rlc_iv_append(out, c->vals + c->val_off[i], c->val_n[i]);
             return;
         }
         c->misses++;
@@ -271,7 +271,7 @@ static void bpe_word(rlc_tokenizer *t, const char *p, size_t n, rlc_ivec *out) {
     int64_t start = out->n;
     for (int64_t i = 0; i < ns; i++)
         if (sym[i] >= 0) rlc_iv_push(out, sym[i]);
-    if (use_cache) cache_put(c, h, p, n, out->v + start, out->n - start);
+    if (use_cache) cache_put(c, h, p, n, out->v ? out->v + start : NULL, out->n - start);   // a word of no tokens
 }
 
 void tok_bpe_prepare(rlc_tokenizer *t) {

@@ -61,7 +61,18 @@ typedef struct {
     // Metaspace: ' ' -> repl (one char, UTF-8), prepend_scheme, split on repl (MergedWithNext, via re)
     char repl[5]; int repl_len;
     int prepend, split;
+    // for errors: the tokenizer file and the pattern as written (shortened in the middle when long)
+    char src[160], pat[160];
 } tok_pretok_step;
+// Token ids stay below 2^30 (config.json's vocab_size bound): max id + 1 fits an int32 with room to spare.
+#define TOK_MAX_ID (1 << 30)
+// Backtracking limits compiled into every regex (PCRE2 (*LIMIT_MATCH) / (*LIMIT_DEPTH)): a pattern with nested
+// quantifiers on a long line fails with an error naming it instead of running for hours.
+#define TOK_REGEX_MATCH_LIMIT 10000000
+// Per search (tok_split_apply): a budget of BASE + PER_BYTE x the bytes left to search.
+#define TOK_REGEX_BASE_STEPS 100000
+#define TOK_REGEX_STEPS_PER_BYTE 16
+#define TOK_REGEX_DEPTH_LIMIT 20000
 
 // ---- decoder steps (tok_decode.c) ----
 enum { TOK_DEC_REPLACE, TOK_DEC_BYTEFALLBACK, TOK_DEC_FUSE, TOK_DEC_STRIP, TOK_DEC_METASPACE, TOK_DEC_BYTELEVEL };

@@ -2,10 +2,12 @@
 // model.vocab and model.merges, so those two are read by a small specialised scanner here, and cJSON
 // only parses the rest of the document (with the two spans blanked out).
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <string.h>
 #include <utf8proc.h>
 
 #include "core/common.h"
+#include "core/json.h"
 #include "tokenizer/tok_internal.h"
 
 // ---------------------------------------------------------------------------------------------
@@ -246,7 +248,7 @@ static int64_t scan_int(const scan *s, const char **pp) {
     int64_t v = 0;
     while (p < s->end && *p >= '0' && *p <= '9') {
         v = v * 10 + (*p - '0');
-        if (v > INT32_MAX) scan_die(s, p, "token id out of range");
+        if (v >= TOK_MAX_ID) scan_die(s, p, "token id out of range (expected below 2^30)");
         p++;
     }
     if (p < s->end && (at(s, p) == '.' || at(s, p) == 'e' || at(s, p) == 'E')) scan_die(s, p, "token id must be an integer");
@@ -572,8 +574,12 @@ static void load_added(rlc_tokenizer *t, const cJSON *arr) {
     cJSON_ArrayForEach(it, arr) {
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(it, "id");
         const cJSON *c = cJSON_GetObjectItemCaseSensitive(it, "content");
-        if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble > INT32_MAX || !cJSON_IsString(c))
+        if (!cJSON_IsNumber(id) || !cJSON_IsString(c))
             rlc_die("%s: added_tokens[%d] needs an integer \"id\" and a string \"content\"", t->name, i);
+        // ids index tables of n_ids = max id + 1 entries: below TOK_MAX_ID, so n_ids fits an int32
+        if (!(id->valuedouble >= 0 && id->valuedouble < TOK_MAX_ID) || id->valuedouble != floor(id->valuedouble))
+            rlc_die("%s: added_tokens[%d].id = %.17g; expected an integer in [0, %d)", t->name, i, id->valuedouble,
+                    TOK_MAX_ID);
         tok_added *a = &t->added[i];
         a->id = (int32_t)id->valuedouble;
         a->content = rlc_strdup(c->valuestring);
@@ -593,6 +599,9 @@ static void load_added(rlc_tokenizer *t, const cJSON *arr) {
 }
 
 void tok_load_json(rlc_tokenizer *t, const char *json, size_t len) {
+    // bytes first (UTF-8 keys, no NUL or \u0000, no raw control bytes), as every JSON reader checks them
+    char err[1024];
+    if (rlc_json_check_text(json, len, t->name, err, sizeof err) != 0) rlc_die("%s", err);
     scan s = {json, json + len, t->name};
     const char *p = ws(&s, json);
     if (p >= s.end || at(&s, p) != '{') scan_die(&s, p, "expected a JSON object");
@@ -645,6 +654,8 @@ void tok_load_json(rlc_tokenizer *t, const char *json, size_t len) {
         else if (p >= s.end || at(&s, p) != '}') scan_die(&s, p, "expected ',' or '}'");
     }
     rlc_sb_free(&k);
+    if (p >= s.end) scan_die(&s, p, "unterminated object (expected '}')");
+    if (ws(&s, p + 1) < s.end) scan_die(&s, ws(&s, p + 1), "text after the JSON object");
     if (!have_model) rlc_die("%s: no \"model\" object", t->name);
     if (!vs) rlc_die("%s: model has no \"vocab\"", t->name);
     // everything but vocab and merges goes to cJSON: a copy with those two spans replaced by {} / []
@@ -661,8 +672,7 @@ void tok_load_json(rlc_tokenizer *t, const char *json, size_t len) {
     rlc_sb_append(&rb, q, (size_t)(json + len - q));
     char *rest = rb.s;
     len = rb.n;
-    cJSON *root = cJSON_ParseWithLength(rest, len);
-    if (!root) rlc_die("%s: invalid JSON (cJSON stopped near byte %lld)", t->name, (long long)(cJSON_GetErrorPtr() - rest));
+    cJSON *root = rlc_json_parse(rest, len, t->name);
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
     const char *mty = jtype(model);
     if (mty && strcmp(mty, "BPE"))

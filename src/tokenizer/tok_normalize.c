@@ -122,6 +122,12 @@ static void norm_step(const tok_norm_step *st, const char *p, size_t n, rlc_strb
         } else {   // regex matches (empty matches replace nothing)
             while (i < n) {
                 int rc = pcre2_match(st->re, (PCRE2_SPTR)p, n, i, PCRE2_NO_UTF_CHECK, st->md, NULL);
+                if (rc < 0 && rc != PCRE2_ERROR_NOMATCH) {   // e.g. the compiled-in backtracking limits: never a silent stop
+                    PCRE2_UCHAR msg[256];
+                    pcre2_get_error_message(rc, msg, sizeof msg);
+                    rlc_die("normalizer Replace regex failed on a %zu-byte text: %s (limits %d steps, depth %d)", n,
+                            (const char *)msg, TOK_REGEX_MATCH_LIMIT, TOK_REGEX_DEPTH_LIMIT);
+                }
                 if (rc < 0) break;
                 PCRE2_SIZE *ov = pcre2_get_ovector_pointer(st->md);
                 size_t s = ov[0], e = ov[1];

@@ -84,18 +84,29 @@ char *rlc_tok_rewrite_regex(const char *pat, const char *where) {
 void tok_step_compile_regex(tok_pretok_step *st, const char *pat, int literal, const char *where) {
     int err;
     PCRE2_SIZE eoff;
-    char *p = literal ? rlc_strdup(pat) : rlc_tok_rewrite_regex(pat, where);
+    char *p0 = literal ? rlc_strdup(pat) : rlc_tok_rewrite_regex(pat, where), *p = p0;
+    if (!literal) {   // the limits ride in the pattern, so every pcre2_match of it (any context) obeys them
+        char lim[80];
+        snprintf(lim, sizeof lim, "(*LIMIT_MATCH=%d)(*LIMIT_DEPTH=%d)", TOK_REGEX_MATCH_LIMIT, TOK_REGEX_DEPTH_LIMIT);
+        p = rlc_malloc(strlen(lim) + strlen(p0) + 1);
+        strcpy(p, lim);
+        strcat(p, p0);
+    }
+    rlc_shorten_message(where, st->src, sizeof st->src);
+    if (strlen(pat) < sizeof st->pat) strcpy(st->pat, pat);
+    else snprintf(st->pat, sizeof st->pat, "%.70s...%s", pat, pat + strlen(pat) - 70);
     uint32_t flags = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);
     st->re = pcre2_compile((PCRE2_SPTR)p, PCRE2_ZERO_TERMINATED, flags, &err, &eoff, NULL);
     if (!st->re) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(err, msg, sizeof msg);
-        rlc_die("%s: pre_tokenizer regex '%s' does not compile (as '%s' at offset %zu): %s", where, pat, p,
-                (size_t)eoff, (const char *)msg);
+        rlc_die("%s: pre_tokenizer regex '%s' does not compile (as '%s' at offset %zu): %s", where, pat, p0,
+                (size_t)eoff - (p != p0 ? strlen(p) - strlen(p0) : 0), (const char *)msg);
     }
     pcre2_jit_compile(st->re, PCRE2_JIT_COMPLETE);   // falls back to the interpreter if JIT is unavailable
     st->md = pcre2_match_data_create_from_pattern(st->re, NULL);
-    free(p);
+    if (p != p0) free(p);
+    free(p0);
 }
 
 static void span_push(tok_span **out, int64_t *cap, int64_t *n, int64_t s, int64_t e) {
@@ -121,13 +132,32 @@ int64_t tok_split_apply(const tok_pretok_step *st, const char *p, size_t n, tok_
     int have_last = 0;
     size_t last_match_end = 0;
     size_t prev = 0;
+    // Backtracking budget over the whole piece: BASE + PER_BYTE x n steps (PCRE2's match-limit count). Each
+    // search starts with a small limit and doubles it while the limit is hit, so the limit it succeeds with
+    // bounds its cost within 2x; half of it is charged. A real pattern costs a few steps per byte; one with
+    // nested quantifiers (a*a*b|a) costs steps quadratic in the piece and exhausts the budget early.
+    pcre2_match_context *mc = pcre2_match_context_create(NULL);
+    if (!mc) rlc_die("out of memory creating a regex match context");
+    const uint64_t budget = (uint64_t)TOK_REGEX_BASE_STEPS + (uint64_t)TOK_REGEX_STEPS_PER_BYTE * n;
+    uint64_t spent = 0;
     while (last_end <= n) {
-        int rc = pcre2_match(st->re, (PCRE2_SPTR)p, n, last_end, PCRE2_NO_UTF_CHECK, st->md, NULL);
+        uint64_t lim = 64;
+        int rc;
+        for (;;) {
+            pcre2_set_match_limit(mc, (uint32_t)lim);
+            rc = pcre2_match(st->re, (PCRE2_SPTR)p, n, last_end, PCRE2_NO_UTF_CHECK, st->md, mc);
+            const uint64_t left = spent < budget ? budget - spent : 0;
+            if (rc != PCRE2_ERROR_MATCHLIMIT || lim >= left || lim >= TOK_REGEX_MATCH_LIMIT) break;
+            lim = 2 * lim < left ? 2 * lim : left;
+        }
+        if (lim > 64) spent += lim / 2;
         if (rc < 0) {
             if (rc != PCRE2_ERROR_NOMATCH) {
                 PCRE2_UCHAR msg[256];
                 pcre2_get_error_message(rc, msg, sizeof msg);
-                rlc_die("pre_tokenizer regex match failed: %s", (const char *)msg);
+                rlc_die("%s: pre_tokenizer regex '%s' failed on a %zu-byte piece of text: %s (the pattern backtracks "
+                        "too much: budget %d + %d steps per byte, depth %d)", st->src, st->pat, n,
+                        (const char *)msg, TOK_REGEX_BASE_STEPS, TOK_REGEX_STEPS_PER_BYTE, TOK_REGEX_DEPTH_LIMIT);
             }
             break;
         }
@@ -151,6 +181,7 @@ int64_t tok_split_apply(const tok_pretok_step *st, const char *p, size_t n, tok_
         prev = e;
         if (s == e && e >= n) break;
     }
+    pcre2_match_context_free(mc);
     if (prev != n) {
         if (nm + 1 >= mcap) {
             mcap = mcap ? mcap * 2 : 64;

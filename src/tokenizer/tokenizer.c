@@ -3,6 +3,7 @@
 // The pipeline follows HF tokenizers' TokenizerImpl::encode_single_sequence and
 // AddedVocabulary::extract_and_normalize.
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <string.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -12,6 +13,7 @@
 #include <utf8proc.h>
 
 #include "core/common.h"
+#include "core/json.h"
 #include "core/sha256.h"
 #include "tokenizer/tok_internal.h"
 
@@ -148,7 +150,13 @@ static void added_index(rlc_tokenizer *t, int kind, const char *c, size_t len, i
 
 static void finish_load(rlc_tokenizer *t) {
     bytes_to_unicode(t);
-    if (t->n_ids > INT32_MAX) rlc_die("%s: token ids too large", t->name);
+    if (t->n_ids > TOK_MAX_ID) rlc_die("%s: token ids too large", t->name);
+    // id tables hold n_ids entries: ids far beyond the number of tokens are a damaged file, not a reason to
+    // allocate gigabytes
+    const int64_t n_tok = (int64_t)t->vocab.count + t->n_added;
+    if (t->n_ids > 4 * n_tok + 65536)
+        rlc_die("%s: token ids reach %lld but there are only %lld tokens (vocab + added_tokens); expected ids "
+                "close to 0..%lld", t->name, (long long)t->n_ids - 1, (long long)n_tok, (long long)n_tok - 1);
     t->id_tok = rlc_calloc((size_t)t->n_ids + 1, sizeof(char *));
     t->is_special = rlc_calloc((size_t)t->n_ids + 1, 1);
     for (uint64_t i = 0; i < t->vocab.cap; i++)
@@ -232,8 +240,12 @@ rlc_tokenizer *rlc_tok_load(const char *path, const rlc_tok_opts *opts) {
     rlc_tokenizer *t = rlc_tok_from_json(json, len, tj, opts);
     munmap(json, len);
     char *tc = rlc_path_join(dir, "tokenizer_config.json"), *gc = rlc_path_join(dir, "generation_config.json");
-    char *tcj = rlc_file_exists(tc) ? rlc_read_file(tc, NULL) : NULL;
-    char *gcj = rlc_file_exists(gc) ? rlc_read_file(gc, NULL) : NULL;
+    size_t tcl = 0, gcl = 0;
+    char *tcj = rlc_file_exists(tc) ? rlc_read_file(tc, &tcl) : NULL;
+    char *gcj = rlc_file_exists(gc) ? rlc_read_file(gc, &gcl) : NULL;
+    char err[1024];   // a NUL byte would end the text early: checked on the whole file
+    if (tcj && rlc_json_check_text(tcj, tcl, tc, err, sizeof err) != 0) rlc_die("%s", err);
+    if (gcj && rlc_json_check_text(gcj, gcl, gc, err, sizeof err) != 0) rlc_die("%s", err);
     rlc_tok_apply_config(t, tcj, tc, gcj, gc);
     tok_chat_load_dir(t, dir);
     free(tcj);
@@ -305,8 +317,9 @@ static void add_stop(rlc_tokenizer *t, int32_t id) {
 }
 static int32_t config_id(const cJSON *v, const char *file, const char *key, int64_t n_ids) {
     if (!v || cJSON_IsNull(v)) return -1;
-    if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble != (double)(int64_t)v->valuedouble)
-        rlc_die("%s: %s must be a non-negative integer", file, key);
+    // range first: casting 2^63 to an integer is undefined
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble < TOK_MAX_ID) || v->valuedouble != floor(v->valuedouble))
+        rlc_die("%s: key \"%s\" must be an integer token id in [0, %d)", file, key, TOK_MAX_ID);
     return (int32_t)v->valuedouble;
     (void)n_ids;
 }
@@ -331,8 +344,8 @@ void rlc_tok_apply_config(rlc_tokenizer *t, const char *tcj, const char *tcn, co
     t->n_post_pre = t->n_post_pre0;
     t->n_post_post = t->n_post_post0;
     if (gcj) {
-        cJSON *g = cJSON_ParseWithOpts(gcj, NULL, 1);   // nothing after the object
-        if (!g || !cJSON_IsObject(g)) rlc_die("%s: invalid JSON (expected an object)", gcn);
+        cJSON *g = rlc_json_parse(gcj, strlen(gcj), gcn);
+        if (!cJSON_IsObject(g)) rlc_die("%s: invalid JSON (expected an object)", gcn);
         const cJSON *e = cJSON_GetObjectItemCaseSensitive(g, "eos_token_id"), *it;
         if (cJSON_IsArray(e)) {
             if (cJSON_GetArraySize(e) > 16) rlc_die("%s: eos_token_id lists %d ids, at most 16 are supported", gcn, cJSON_GetArraySize(e));
@@ -346,8 +359,8 @@ void rlc_tok_apply_config(rlc_tokenizer *t, const char *tcj, const char *tcn, co
     }
     if (!tcj) tok_chat_apply_config(t, NULL, NULL);
     if (tcj) {
-        cJSON *c = cJSON_ParseWithOpts(tcj, NULL, 1);
-        if (!c || !cJSON_IsObject(c)) rlc_die("%s: invalid JSON (expected an object)", tcn);
+        cJSON *c = rlc_json_parse(tcj, strlen(tcj), tcn);
+        if (!cJSON_IsObject(c)) rlc_die("%s: invalid JSON (expected an object)", tcn);
         t->sp.eos_id = config_token(t, cJSON_GetObjectItemCaseSensitive(c, "eos_token"), tcn, "eos_token");
         t->sp.bos_id = config_token(t, cJSON_GetObjectItemCaseSensitive(c, "bos_token"), tcn, "bos_token");
         t->sp.pad_id = config_token(t, cJSON_GetObjectItemCaseSensitive(c, "pad_token"), tcn, "pad_token");

@@ -498,7 +498,47 @@ static void walk_mapping(rlc_train_config *c, const char *name, yaml_document_t 
     }
 }
 
+// The reader layer's strictness, checked on the event stream before the document is built: one document,
+// nesting at most YAML_MAX_DEPTH deep (libyaml's loader is quadratic in the depth), and no NUL byte.
+#define YAML_MAX_DEPTH 64
+static void yaml_prescan(const char *text, size_t len, const char *name) {
+    const char *nul = memchr(text, 0, len);
+    if (nul) {
+        size_t line = 1;
+        for (const char *q = text; q < nul; q++) line += *q == '\n';
+        rlc_die("%s:%zu: NUL byte in the YAML text (byte %zu)", name, line, (size_t)(nul - text));
+    }
+    yaml_parser_t parser;
+    if (!yaml_parser_initialize(&parser)) rlc_die("%s: cannot initialise the YAML parser", name);
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+    int depth = 0, docs = 0, done = 0;
+    while (!done) {
+        yaml_event_t ev;
+        if (!yaml_parser_parse(&parser, &ev)) break;   // the loader below reports the syntax error
+        const yaml_mark_t m = ev.start_mark;
+        switch (ev.type) {
+        case YAML_DOCUMENT_START_EVENT:
+            if (++docs > 1)
+                rlc_die("%s:%lu: a second YAML document ('---'); a config is one document", name, (unsigned long)m.line + 1);
+            break;
+        case YAML_MAPPING_START_EVENT:
+        case YAML_SEQUENCE_START_EVENT:
+            if (++depth > YAML_MAX_DEPTH)
+                rlc_die("%s:%lu:%lu: YAML nesting deeper than %d levels", name, (unsigned long)m.line + 1,
+                        (unsigned long)m.column + 1, YAML_MAX_DEPTH);
+            break;
+        case YAML_MAPPING_END_EVENT:
+        case YAML_SEQUENCE_END_EVENT: depth--; break;
+        case YAML_STREAM_END_EVENT: done = 1; break;
+        default: break;
+        }
+        yaml_event_delete(&ev);
+    }
+    yaml_parser_delete(&parser);
+}
+
 static void load_doc(yaml_document_t *doc, const char *text, size_t len, const char *name) {
+    yaml_prescan(text, len, name);
     yaml_parser_t parser;
     if (!yaml_parser_initialize(&parser)) rlc_die("%s: cannot initialise the YAML parser", name);
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
@@ -511,9 +551,9 @@ static void load_doc(yaml_document_t *doc, const char *text, size_t len, const c
     yaml_parser_delete(&parser);
 }
 
-void rlc_config_load_yaml_text(rlc_train_config *c, const char *text, const char *name) {
+static void load_yaml_len(rlc_train_config *c, const char *text, size_t len, const char *name) {
     yaml_document_t doc;
-    load_doc(&doc, text, strlen(text), name);
+    load_doc(&doc, text, len, name);
     yaml_node_t *root = yaml_document_get_root_node(&doc);
     if (root) {
         if (root->type == YAML_MAPPING_NODE) walk_mapping(c, name, &doc, root, "");
@@ -523,9 +563,14 @@ void rlc_config_load_yaml_text(rlc_train_config *c, const char *text, const char
     yaml_document_delete(&doc);
 }
 
+void rlc_config_load_yaml_text(rlc_train_config *c, const char *text, const char *name) {
+    load_yaml_len(c, text, strlen(text), name);
+}
+
 void rlc_config_load_yaml(rlc_train_config *c, const char *path) {
-    char *text = rlc_read_file(path, NULL);
-    rlc_config_load_yaml_text(c, text, path);
+    size_t len;
+    char *text = rlc_read_file(path, &len);
+    load_yaml_len(c, text, len, path);
     free(text);
 }
 

@@ -130,6 +130,7 @@ static void grpo_setup(ppo_trainer *g, const rlc_train_config *c, int val_only, 
     g->dump_dir = dd && *dd ? dd : NULL;
     const char *cs = getenv("RLC_TEST_CRASH_IN_CHECKPOINT");
     g->crash_step = cs && *cs ? atoll(cs) : -1;
+    g->nan_lr_step = getenv("RLC_TEST_NONFINITE_LR") ? atoll(getenv("RLC_TEST_NONFINITE_LR")) : -1;
 
     const __typeof__(c->actor_rollout_ref.actor) *ac = &c->actor_rollout_ref.actor;
     engine_config ec;

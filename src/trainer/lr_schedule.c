@@ -5,6 +5,8 @@
 
 #include "core/common.h"
 
+#define LR_MAX_STEP ((int64_t)1 << 40)   // as ADAMW_MAX_STEP: beyond any run
+
 int64_t lr_resolve_warmup(int64_t lr_warmup_steps, double ratio, int64_t total_steps) {
     if (lr_warmup_steps > 0) return lr_warmup_steps;
     if (!(ratio >= 0.0 && ratio <= 1.0)) rlc_die("lr_warmup_steps_ratio=%g must be in [0, 1]", ratio);
@@ -16,6 +18,9 @@ void lr_schedule_init(lr_schedule *ls, lr_sched_type type, double base_lr, int64
     memset(ls, 0, sizeof *ls);
     if (warmup_steps < 0) rlc_die("lr schedule: warmup steps %lld must be >= 0", (long long)warmup_steps);
     if (total_steps < 0) rlc_die("lr schedule: total steps %lld must be >= 0", (long long)total_steps);
+    if (warmup_steps > LR_MAX_STEP || total_steps > LR_MAX_STEP)
+        rlc_die("lr schedule: warmup steps %lld / total steps %lld must be at most %lld", (long long)warmup_steps,
+                (long long)total_steps, (long long)LR_MAX_STEP);
     if (!(min_ratio_or_factor >= 0.0 && min_ratio_or_factor <= 1.0))
         rlc_die("lr schedule: min_lr_ratio / min_lr_factor %g must be in [0, 1]", min_ratio_or_factor);
     if (!(base_lr >= 0.0) || !isfinite(base_lr)) rlc_die("lr schedule: lr %g must be a finite number >= 0", base_lr);
@@ -34,6 +39,8 @@ void lr_schedule_init(lr_schedule *ls, lr_sched_type type, double base_lr, int64
 static double imax1(int64_t x) { return (double)(x > 1 ? x : 1); }
 
 double lr_schedule_factor(const lr_schedule *ls, int64_t s) {
+    // s comes from a validated resume (<= 2^40) plus steps taken: s + 1 and S - W never overflow
+    CHECK(s >= 0 && s <= 2 * LR_MAX_STEP, "lr schedule step %lld out of range", (long long)s);
     const int64_t W = ls->warmup_steps, S = ls->total_steps;
     switch (ls->type) {
     case LR_CONSTANT:

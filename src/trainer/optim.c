@@ -185,6 +185,7 @@ clip_result grad_clip_global(param_set *grads, double max_norm) {
 #define ADAMW_MAGIC "RLCADAMW"
 #define ADAMW_VERSION 1
 #define ADAMW_MAX_EXTRA 16
+#define ADAMW_MAX_WEIGHT_DECAY 100.0
 
 typedef struct {
     char magic[8];
@@ -222,7 +223,9 @@ int64_t adamw_load_resume(adamw_state *st, const char *path) {
     int64_t extra[1] = {0};
     const int n = adamw_load(st, path, extra, 1);
     if (n < 1) rlc_die("%s: optimizer state has no LR scheduler step", path);
-    if (extra[0] < 0) rlc_die("%s: negative LR scheduler step %lld", path, (long long)extra[0]);
+    if (extra[0] < 0 || extra[0] > ADAMW_MAX_STEP)
+        rlc_die("%s: corrupt optimizer state header: LR scheduler step %lld (expected 0..%lld)", path,
+                (long long)extra[0], (long long)ADAMW_MAX_STEP);
     return extra[0];
 }
 
@@ -244,12 +247,19 @@ int adamw_load(adamw_state *st, const char *path, int64_t *extra, int max_extra)
     char c;
     if (fread(&c, 1, 1, f) != 0) rlc_die("%s: trailing bytes after the optimizer state", path);
     fclose(f);
-    // values a save never writes: a damaged file, refused rather than trained on
-    if (hd.step < 0) rlc_die("%s: corrupt optimizer state header (step %lld)", path, (long long)hd.step);
-    if (!(hd.beta1 >= 0 && hd.beta1 < 1 && hd.beta2 >= 0 && hd.beta2 < 1 && hd.eps >= 0 && isfinite(hd.eps) &&
-          hd.weight_decay >= 0 && isfinite(hd.weight_decay)))
-        rlc_die("%s: corrupt optimizer state header (betas (%g, %g), eps %g, weight_decay %g)", path, hd.beta1, hd.beta2,
-                hd.eps, hd.weight_decay);
+    // values a save never writes, or that make the next step non-finite: refused rather than trained on
+    if (hd.step < 0 || hd.step > ADAMW_MAX_STEP)
+        rlc_die("%s: corrupt optimizer state header: step %lld (expected 0..%lld)", path, (long long)hd.step,
+                (long long)ADAMW_MAX_STEP);
+    if (!(hd.beta1 >= 0 && hd.beta1 < 1 && hd.beta2 >= 0 && hd.beta2 < 1))
+        rlc_die("%s: corrupt optimizer state header: betas (%g, %g) (expected each in [0, 1))", path, hd.beta1, hd.beta2);
+    // eps 0 divides 0 by 0 where v is 0; eps must survive the fp32 cast
+    if (!(hd.eps >= 1e-30 && hd.eps <= 1))
+        rlc_die("%s: corrupt optimizer state header: eps %g (expected 1e-30..1)", path, hd.eps);
+    // decay multiplies each weight by 1 - lr*wd every step: beyond this range it flips sign or overflows
+    if (!(hd.weight_decay >= 0 && hd.weight_decay <= ADAMW_MAX_WEIGHT_DECAY))
+        rlc_die("%s: corrupt optimizer state header: weight_decay %g (expected 0..%g)", path, hd.weight_decay,
+                (double)ADAMW_MAX_WEIGHT_DECAY);
     for (size_t i = 0; i < n; i++)
         if (!isfinite(st->m.data[i]) || !(st->v.data[i] >= 0) || !isfinite(st->v.data[i]))
             rlc_die("%s: corrupt optimizer state: element %zu has m = %g, v = %g (expected finite, v >= 0)", path, i,

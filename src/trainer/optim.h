@@ -42,6 +42,9 @@ typedef struct {
 } clip_result;
 
 // Optimizer state: fp32 moments in the parameter layout plus the step count. Saved/restored for resume.
+// A step count no run reaches (2^40): larger ones in a resumed state are corruption, and step + 1 never overflows.
+#define ADAMW_MAX_STEP ((int64_t)1 << 40)
+
 typedef struct {
     adamw_hparams h;
     const param_layout *pl;

@@ -560,6 +560,7 @@ static void phase_update_actor(ppo_trainer *g, step_state *s, rlc_metrics *m) {
         .max_tokens = ac->ppo_max_token_len_per_gpu, .key = "actor_rollout_ref.actor.ppo_max_token_len_per_gpu",
         .want_entropy = g->want_entropy_update, .phase = "update_actor", .prog = &g->prog, .step = g->global_step,
     };
+    if (g->global_step + 1 == g->nan_lr_step) g->eng.sched.base_lr = NAN;   // tests: a non-finite update
     worker_update_result r = worker_update(&g->actor, &s->sb, &uc, &L);
     if (g->W > 1) {
         double t0 = rlc_now();

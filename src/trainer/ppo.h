@@ -67,6 +67,7 @@ typedef struct {
     uint64_t data_seed;
     const char *dump_dir;         // RLC_GRPO_DUMP: write each step's rollouts (tests' PyTorch oracle)
     int64_t crash_step;           // RLC_TEST_CRASH_IN_CHECKPOINT: SIGKILL midway through this step's save
+    int64_t nan_lr_step;          // RLC_TEST_NONFINITE_LR: this step's update uses a NaN learning rate
     // data parallelism (docs/distributed.md); W = 1 runs the single-process code paths unchanged
     dist_ctx *d;                  // NULL with W = 1
     int W, R, root;               // world size, rank, rank == 0

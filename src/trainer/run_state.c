@@ -1,6 +1,7 @@
 // run_state.c: checkpoints (<run_dir>/global_step_N/{actor/ (HF + optimizer.bin), trainer_state.bin}, atomic by
 // directory rename), resume, latest_checkpointed_iteration.txt and metrics truncation.
 #include "trainer/run_state.h"
+#include "trainer/finite.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -253,6 +254,9 @@ typedef struct {
 } trainer_state;
 
 void run_state_save(ppo_trainer *g) {
+    if (g->root)   // never a non-finite checkpoint: stop naming step and tensor; the last good one stays latest
+        finite_check_save(g->params.data, g->W == 1 ? g->eng.opt.m.data : NULL, g->W == 1 ? g->eng.opt.v.data : NULL,
+                          &g->pl, g->global_step);
     if (!g->root) {   // W > 1: rank 0 writes; the others take part in gathering the optimizer state
         fsdp_save_optimizer(&g->fs, "", g->eng.sched.step);
         if (g->have_critic) {   // the same collectives as save_critic on rank 0
@@ -382,7 +386,8 @@ void run_state_load(ppo_trainer *g, const char *dir) {
     if (ts.train_n != g->train.n)
         rlc_die("%s: checkpoint was trained on %lld prompts, the configured data has %lld", tsp, (long long)ts.train_n, (long long)g->train.n);
     // values no save writes: a damaged file (batch_in_epoch indexes the epoch's prompt order)
-    if (ts.global_step < 0 || ts.epoch < 0 || ts.batch_in_epoch < 0 || ts.batch_in_epoch >= g->steps_per_epoch ||
+    if (ts.global_step < 0 || ts.global_step > ADAMW_MAX_STEP || ts.epoch < 0 || ts.epoch > ADAMW_MAX_STEP ||
+        ts.batch_in_epoch < 0 || ts.batch_in_epoch >= g->steps_per_epoch ||
         !isfinite(ts.kl_ctrl_value) || ts.kl_ctrl_value < 0)
         rlc_die("%s: corrupt trainer state (global_step %lld, epoch %lld, batch %lld of %lld per epoch, kl_coef %g)", tsp,
                 (long long)ts.global_step, (long long)ts.epoch, (long long)ts.batch_in_epoch, (long long)g->steps_per_epoch,
