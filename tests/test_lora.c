@@ -1,0 +1,513 @@
+// test_lora.c: LoRA adapters on the decoder (model/lora.h, decoder_set_lora) and PEFT's adapter folder (io/peft.h).
+// Against a PyTorch reference (tests/py/lora_ref.py: the base with W + s·B·A merged, float64) on random non-zero A
+// and B: log-probs and entropy at 1e-4 (fp32 forward against float64), dA and dB at 1e-4 (fp32 gradients through a
+// few layers), over every target choice (all-linear, a list, a regex with exclusions), with and without rsLoRA, on
+// Qwen3, Llama (biases), Qwen2 (q/k/v biases) and Gemma 3 (sandwich norms). Bitwise: B = 0 and adapters off give
+// the base model's log-probs. Checkpointed backward equals the plain one. PEFT folder: a torch-side reader checks
+// rlc's folder; a torch-written adapter loads in rlc; a write/read round trip is bitwise; one-line errors.
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/common.h"
+#include "io/checkpoint.h"
+#include "io/peft.h"
+#include "io/safetensors.h"
+#include "model/decoder.h"
+#include "model/lora.h"
+#include "io_testutil.h"
+#include "testlib.h"
+
+typedef struct {
+    const char *name;
+    const char *json;
+    float temperature;
+    int n_seqs;
+    int lens[4];
+    int rank;
+    float alpha;
+    int rslora;
+    const char *target;   // "all-linear", "a,b" (a list) or "re:REGEX"
+    const char *exclude;  // NULL, a list, or "re:REGEX"
+} lcase;
+
+static const lcase CASES[] = {
+    {"qwen3_all_linear", "{\"model_type\":\"qwen3\",\"vocab_size\":211,\"hidden_size\":64,\"intermediate_size\":96,"
+     "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"num_key_value_heads\":2,\"head_dim\":16,\"max_position_embeddings\":256,"
+     "\"rms_norm_eps\":1e-6,\"rope_theta\":10000.0,\"tie_word_embeddings\":true}",
+     1.0f, 3, {17, 5, 40}, 4, 16.0f, 0, "all-linear", NULL},
+    {"qwen3_regex_exclude_rslora", "{\"model_type\":\"qwen3\",\"vocab_size\":151,\"hidden_size\":48,\"intermediate_size\":80,"
+     "\"num_hidden_layers\":3,\"num_attention_heads\":6,\"num_key_value_heads\":2,\"head_dim\":8,\"max_position_embeddings\":256,"
+     "\"rms_norm_eps\":1e-6,\"rope_theta\":10000.0,\"tie_word_embeddings\":false}",
+     0.7f, 2, {33, 9}, 2, 8.0f, 1, "re:model\\.layers\\.[12]\\..*", "o_proj,model.layers.2.mlp.up_proj"},
+    {"llama_biases_list_rslora", "{\"model_type\":\"llama\",\"vocab_size\":301,\"hidden_size\":64,\"intermediate_size\":112,"
+     "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"num_key_value_heads\":1,\"head_dim\":32,\"max_position_embeddings\":256,"
+     "\"rms_norm_eps\":1e-5,\"rope_theta\":500000.0,\"tie_word_embeddings\":false,\"attention_bias\":true,\"mlp_bias\":true}",
+     1.0f, 3, {7, 30, 1}, 3, 6.0f, 1, "q_proj,v_proj,down_proj,o_proj", NULL},
+    {"llama_all_linear", "{\"model_type\":\"llama\",\"vocab_size\":49,\"hidden_size\":48,\"intermediate_size\":64,"
+     "\"num_hidden_layers\":2,\"num_attention_heads\":6,\"num_key_value_heads\":2,\"max_position_embeddings\":256,"
+     "\"rms_norm_eps\":1e-5,\"rope_theta\":100000.0,\"tie_word_embeddings\":true}",
+     0.7f, 2, {20, 31}, 8, 16.0f, 0, "all-linear", NULL},
+    {"qwen2_bias_gate_up", "{\"model_type\":\"qwen2\",\"vocab_size\":117,\"hidden_size\":32,\"intermediate_size\":64,"
+     "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"num_key_value_heads\":2,\"max_position_embeddings\":256,"
+     "\"rms_norm_eps\":1e-6,\"rope_theta\":1000000.0,\"tie_word_embeddings\":true}",
+     1.0f, 2, {12, 25}, 5, 10.0f, 0, "gate_proj,up_proj,k_proj", NULL},
+    {"gemma3_sandwich", "{\"model_type\":\"gemma3_text\",\"vocab_size\":201,\"hidden_size\":64,\"intermediate_size\":96,"
+     "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"num_key_value_heads\":1,\"head_dim\":32,\"max_position_embeddings\":256,"
+     "\"rms_norm_eps\":1e-6,\"rope_theta\":1000000.0,\"rope_local_base_freq\":10000.0,\"sliding_window\":16,"
+     "\"sliding_window_pattern\":2,\"query_pre_attn_scalar\":24,\"final_logit_softcapping\":5.0,"
+     "\"hidden_activation\":\"gelu_pytorch_tanh\",\"tie_word_embeddings\":true}",
+     1.0f, 2, {40, 9}, 4, 8.0f, 0, "all-linear", "re:.*\\.k_proj"},
+};
+#define N_CASES ((int)(sizeof CASES / sizeof CASES[0]))
+
+typedef struct {
+    const lcase *lc;
+    model_config cfg;
+    param_layout pl;
+    param_set ps;
+    lora_layout ll;
+    param_set ad;
+    int64_t T;
+    int32_t *tokens, *cu, *pos, *targets;
+    float *dlogp, *dent;
+    decoder_batch b;
+    char *dir;
+} case_data;
+
+static void parse_match(lora_match *m, const char *s) {
+    char err[256];
+    int rc = strncmp(s, "re:", 3) == 0 ? lora_match_string(m, s + 3, err, sizeof err)
+             : strcmp(s, "all-linear") == 0 ? lora_match_string(m, s, err, sizeof err) : lora_match_list(m, s, err, sizeof err);
+    CHECK(rc == 0, "%s: %s", s, err);
+}
+
+// Base weights as test_families draws them (activations O(1)); A as PEFT inits it, B ~ N(0, 0.3): a clearly non-zero delta.
+static void case_build(case_data *cd, const lcase *lc, uint64_t seed) {
+    memset(cd, 0, sizeof *cd);
+    cd->lc = lc;
+    tl_rng r;
+    tl_rng_init(&r, seed);
+    model_config_parse(&cd->cfg, lc->json, lc->name);
+    param_layout_init(&cd->pl, &cd->cfg);
+    param_set_init(&cd->ps, &cd->pl);
+    const int plus_one = cd->cfg.norm_plus_one;
+    for (int i = 0; i < cd->pl.n_tensors; i++) {
+        const param_tensor *t = &cd->pl.tensors[i];
+        float *p = cd->ps.data + t->offset;
+        if (strstr(t->name, ".bias")) tl_fill_normal(&r, p, t->numel, 0.2f);
+        else if (t->ndim == 1) for (int64_t j = 0; j < t->numel; j++) p[j] = (plus_one ? 0.0f : 1.0f) + tl_normal(&r, 0.2f);
+        else if (strstr(t->name, "embed_tokens")) tl_fill_normal(&r, p, t->numel, (plus_one ? 0.3f : 2.0f) / sqrtf((float)t->shape[1]));
+        else tl_fill_normal(&r, p, t->numel, (strstr(t->name, "lm_head") ? 2.0f : 0.7f) / sqrtf((float)t->shape[1]));
+    }
+    lora_config lcfg;
+    lora_config_default(&lcfg);
+    lcfg.rank = lc->rank;
+    lcfg.alpha = lc->alpha;
+    lcfg.use_rslora = lc->rslora;
+    parse_match(&lcfg.target, lc->target);
+    if (lc->exclude) parse_match(&lcfg.exclude, lc->exclude);
+    lora_layout_init(&cd->ll, &cd->cfg, &lcfg, NULL);
+    param_set_init(&cd->ad, &cd->ll.pl);
+    lora_init_weights(&cd->ll, &cd->ad, seed);
+    for (int i = 0; i < cd->ll.pl.n_tensors; i++) {
+        const param_tensor *t = &cd->ll.pl.tensors[i];
+        if (strstr(t->name, "lora_B")) tl_fill_normal(&r, cd->ad.data + t->offset, t->numel, 0.3f);
+    }
+    int64_t T = 0;
+    for (int s = 0; s < lc->n_seqs; s++) T += lc->lens[s];
+    cd->T = T;
+    cd->tokens = malloc((size_t)T * 4); cd->pos = malloc((size_t)T * 4); cd->targets = malloc((size_t)T * 4);
+    cd->cu = malloc((size_t)(lc->n_seqs + 1) * 4);
+    cd->dlogp = malloc((size_t)T * 4); cd->dent = malloc((size_t)T * 4);
+    cd->cu[0] = 0;
+    for (int s = 0; s < lc->n_seqs; s++) cd->cu[s + 1] = cd->cu[s] + lc->lens[s];
+    const int V = cd->cfg.vocab_size;
+    for (int64_t t = 0; t < T; t++) {
+        cd->tokens[t] = (int32_t)(tl_uniform(&r, 0, 1) * V) % V;
+        cd->dlogp[t] = tl_normal(&r, 1.0f);
+        cd->dent[t] = tl_normal(&r, 1.0f);
+    }
+    for (int s = 0; s < lc->n_seqs; s++)
+        for (int32_t t = cd->cu[s]; t < cd->cu[s + 1]; t++) cd->targets[t] = t + 1 < cd->cu[s + 1] ? cd->tokens[t + 1] : -1;
+    cd->b = (decoder_batch){.T = T, .n_seqs = lc->n_seqs, .tokens = cd->tokens, .cu_seqlens = cd->cu, .pos = cd->pos};
+    decoder_batch_positions(&cd->b);
+}
+
+static void case_free(case_data *cd) {
+    free(cd->tokens); free(cd->pos); free(cd->targets); free(cd->cu); free(cd->dlogp); free(cd->dent);
+    param_set_free(&cd->ad);
+    lora_layout_free(&cd->ll);
+    param_set_free(&cd->ps);
+    param_layout_free(&cd->pl);
+    free(cd->dir);
+}
+
+static void json_ints(FILE *f, const char *key, const int32_t *x, int64_t n) {
+    fprintf(f, "\"%s\": [", key);
+    for (int64_t i = 0; i < n; i++) fprintf(f, "%s%d", i ? "," : "", x[i]);
+    fprintf(f, "]");
+}
+static void json_floats(FILE *f, const char *key, const float *x, int64_t n) {
+    fprintf(f, "\"%s\": [", key);
+    for (int64_t i = 0; i < n; i++) fprintf(f, "%s%.9g", i ? "," : "", x[i]);
+    fprintf(f, "]");
+}
+
+static void case_write(case_data *cd, const char *root, int idx) {
+    char sub[64];
+    snprintf(sub, sizeof sub, "case%d", idx);
+    cd->dir = rlc_path_join(root, sub);
+    checkpoint_save(cd->dir, &cd->ps, ST_F32);
+    char *ad = rlc_path_join(cd->dir, "adapter");
+    peft_save(ad, &cd->ll, &cd->ad, "tiny-base");
+    free(ad);
+    char *p = rlc_path_join(cd->dir, "case.json");
+    FILE *f = fopen(p, "w");
+    CHECK(f, "open %s", p);
+    fprintf(f, "{");
+    json_ints(f, "tokens", cd->tokens, cd->T); fprintf(f, ",\n");
+    json_ints(f, "targets", cd->targets, cd->T); fprintf(f, ",\n");
+    json_ints(f, "cu_seqlens", cd->cu, cd->lc->n_seqs + 1); fprintf(f, ",\n");
+    json_floats(f, "dlogp", cd->dlogp, cd->T); fprintf(f, ",\n");
+    json_floats(f, "dentropy", cd->dent, cd->T); fprintf(f, ",\n");
+    fprintf(f, "\"temperature\": %.9g,\n\"lora_names\": [", cd->lc->temperature);
+    for (int i = 0; i < cd->ll.pl.n_tensors; i++) fprintf(f, "%s\"%s\"", i ? "," : "", cd->ll.pl.tensors[i].name);
+    fprintf(f, "]}\n");
+    fclose(f);
+    free(p);
+}
+
+typedef struct {
+    float *logp, *ent;
+    param_set g;   // adapter gradients
+} run_out;
+
+// Forward, log-probs and (when ad != NULL) the backward on the adapters; base frozen, no base gradient buffer.
+static void run(case_data *cd, const float *ad, int lora_on, ckpt_mode mode, run_out *o) {
+    backend_ctx *be = NULL;
+    decoder_model m;
+    decoder_model_init(&m, &cd->pl, &cd->ps, be);
+    param_set_init(&o->g, &cd->ll.pl);
+    if (ad) {
+        decoder_set_lora(&m, &cd->ll, ad, o->g.data);
+        decoder_lora_enable(&m, lora_on);
+    }
+    o->logp = malloc((size_t)cd->T * 4);
+    o->ent = malloc((size_t)cd->T * 4);
+    decoder_acts *a = decoder_acts_new(&cd->cfg, cd->T, mode);
+    decoder_forward(&m, a, &cd->b, NULL);
+    decoder_logprob(&m, a, &cd->b, cd->targets, cd->lc->temperature, o->logp, o->ent);
+    if (ad) decoder_backward(&m, a, &cd->b, cd->targets, cd->lc->temperature, cd->dlogp, cd->dent, NULL);
+    decoder_acts_free(a);
+    decoder_model_free(&m);
+}
+static void run_free(run_out *o) {
+    free(o->logp);
+    free(o->ent);
+    param_set_free(&o->g);
+}
+
+static int bitwise(const float *a, const float *b, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        if (a[i] != b[i]) return 0;
+    return 1;
+}
+
+static void check_case(case_data *cd, int have_torch) {
+    const char *nm = cd->lc->name;
+    char what[160];
+    run_out base, on, off, zero, ck;
+    run(cd, NULL, 0, CKPT_NONE, &base);
+    run(cd, cd->ad.data, 1, CKPT_NONE, &on);
+    run(cd, cd->ad.data, 0, CKPT_NONE, &off);
+    // adapters off = the reference policy: bitwise the base model
+    TL_CHECK(bitwise(off.logp, base.logp, cd->T) && bitwise(off.ent, base.ent, cd->T), "%s: adapters off == base bitwise", nm);
+    // B = 0 (PEFT's init): bitwise the base model; and the adapters do change the model when B != 0
+    param_set z;
+    param_set_init(&z, &cd->ll.pl);
+    lora_init_weights(&cd->ll, &z, 99);
+    run(cd, z.data, 1, CKPT_NONE, &zero);
+    TL_CHECK(bitwise(zero.logp, base.logp, cd->T) && bitwise(zero.ent, base.ent, cd->T), "%s: B = 0 == base bitwise", nm);
+    // at B = 0 only dB is non-zero (dA = s·Bᵀ·G = 0)
+    double sa = 0, sb = 0;
+    for (int i = 0; i < cd->ll.pl.n_tensors; i++) {
+        const param_tensor *t = &cd->ll.pl.tensors[i];
+        double *acc = strstr(t->name, "lora_A") ? &sa : &sb;
+        for (int64_t j = 0; j < t->numel; j++) *acc += fabs(zero.g.data[t->offset + j]);
+    }
+    TL_CHECK(sa == 0 && sb > 0, "%s: at B = 0, dA = 0 (%g) and dB != 0 (%g)", nm, sa, sb);
+    TL_CHECK(tl_rel_err(on.logp, base.logp, cd->T, NULL) > 1e-3, "%s: the adapters change the log-probs", nm);
+    // checkpointed backward recomputes the side path: equal to the plain one (same kernels, same order)
+    for (int mode = CKPT_SELECTIVE; mode <= CKPT_FULL; mode++) {
+        run(cd, cd->ad.data, 1, (ckpt_mode)mode, &ck);
+        snprintf(what, sizeof what, "%s ckpt %s dA/dB", nm, decoder_ckpt_name((ckpt_mode)mode));
+        tl_check_close(what, ck.g.data, on.g.data, cd->ll.pl.numel, 1e-6);
+        run_free(&ck);
+    }
+    if (have_torch) {
+        char *p = rlc_path_join(cd->dir, "out.bin");
+        size_t len = 0;
+        float *ref = rlc_file_exists(p) ? (float *)rlc_read_file(p, &len) : NULL;
+        TL_CHECK(ref && len == (size_t)(2 * cd->T + cd->ll.pl.numel) * 4, "%s: torch output present (%zu bytes)", nm, len);
+        if (ref && len == (size_t)(2 * cd->T + cd->ll.pl.numel) * 4) {
+            snprintf(what, sizeof what, "%s logp vs torch", nm);
+            tl_check_close(what, on.logp, ref, cd->T, 1e-4);   // fp32 forward vs float64
+            snprintf(what, sizeof what, "%s entropy vs torch", nm);
+            tl_check_close(what, on.ent, ref + cd->T, cd->T, 1e-4);
+            int bad = 0;
+            for (int i = 0; i < cd->ll.pl.n_tensors; i++) {   // per tensor: each gradient on its own scale
+                const param_tensor *t = &cd->ll.pl.tensors[i];
+                snprintf(what, sizeof what, "%s %s grad vs torch", nm, t->name);
+                bad += !tl_check_close(what, on.g.data + t->offset, ref + 2 * cd->T + t->offset, t->numel, 1e-4);
+            }
+            (void)bad;
+        }
+        free(ref);
+        free(p);
+        // the torch-side reader checks rlc's adapter folder
+        char *ad = rlc_path_join(cd->dir, "adapter");
+        int rc = tl_system("/usr/bin/python3 tests/py/lora_ref.py check %s %d %g %d > /dev/null", ad, cd->ll.rank, (double)cd->ll.alpha,
+                           cd->ll.use_rslora);
+        TL_CHECK(rc == 0, "%s: torch-side reader accepts rlc's adapter folder", nm);
+        free(ad);
+    }
+    // PEFT round trip: the same layout and bitwise the same weights
+    char *ad = rlc_path_join(cd->dir, "adapter");
+    lora_layout ll2;
+    param_set ad2;
+    peft_load(ad, &cd->cfg, &ll2, &ad2);
+    int same = ll2.pl.numel == cd->ll.pl.numel && ll2.rank == cd->ll.rank && ll2.scale == cd->ll.scale && ll2.use_rslora == cd->ll.use_rslora;
+    for (int i = 0; same && i < cd->ll.L * LORA_NPROJ; i++) same = ll2.a_off[i] == cd->ll.a_off[i] && ll2.b_off[i] == cd->ll.b_off[i];
+    TL_CHECK(same && bitwise(ad2.data, cd->ad.data, cd->ll.pl.numel), "%s: PEFT folder round trip is bitwise", nm);
+    param_set_free(&ad2);
+    lora_layout_free(&ll2);
+    free(ad);
+    param_set_free(&z);
+    run_free(&base); run_free(&on); run_free(&off); run_free(&zero);
+}
+
+// ---- targets, scale, init, counts --------------------------------------------------------------------------
+
+static void test_targets(void) {
+    model_config cfg;
+    model_config_parse(&cfg, CASES[0].json, "qwen3");
+    lora_config lc;
+    lora_config_default(&lc);
+    lc.rank = 32;
+    lora_layout ll;
+    lora_layout_init(&ll, &cfg, &lc, NULL);   // default: all-linear
+    TL_CHECK(ll.proj_mask == 0x7f && ll.pl.n_tensors == 2 * 7 * 2, "all-linear: 7 projections x 2 layers (mask %x)", ll.proj_mask);
+    const int64_t H = 64, I = 96, QD = 64, KD = 32;
+    TL_CHECK(lora_trainable_count(&ll) == 2 * 32 * (2 * (H + QD) + 2 * (H + KD) + 3 * (H + I)), "trainable = r·L·Σ(in+out)");
+    TL_CHECK(ll.scale == 0.5f, "scale alpha/r = 16/32");
+    TL_CHECK(strcmp(ll.pl.tensors[0].name, "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight") == 0 &&
+                 ll.pl.tensors[0].shape[0] == 32 && ll.pl.tensors[0].shape[1] == H && ll.pl.tensors[1].shape[0] == QD &&
+                 ll.pl.tensors[1].shape[1] == 32,
+             "PEFT names and shapes: A (r, in), B (out, r)");
+    param_set ad;
+    param_set_init(&ad, &ll.pl);
+    lora_init_weights(&ll, &ad, 5);
+    float amax = 0;
+    double bsum = 0;
+    for (int i = 0; i < ll.pl.n_tensors; i++) {
+        const param_tensor *t = &ll.pl.tensors[i];
+        for (int64_t j = 0; j < t->numel; j++) {
+            float v = ad.data[t->offset + j];
+            if (strstr(t->name, "lora_A")) { float b = v * sqrtf((float)t->shape[1]); amax = fabsf(b) > amax ? fabsf(b) : amax; }
+            else bsum += fabs(v);
+        }
+    }
+    TL_CHECK(amax <= 1.0f && amax > 0.99f && bsum == 0, "init: A in ±1/√in (max %g of the bound), B = 0", amax);
+    char line[128];
+    lora_trainable_line(&ll, line, sizeof line);
+    TL_CHECK(strncmp(line, "trainable ", 10) == 0 && strstr(line, "%)"), "trainable line: %s", line);
+    param_set_free(&ad);
+    lora_layout_free(&ll);
+    lc.use_rslora = 1;
+    lc.rank = 16;
+    TL_CHECK(lora_scale(16, 16.0f, 1) == 4.0f, "rsLoRA scale alpha/sqrt(r)");
+    char err[256];
+    lora_match_list(&lc.target, "q_proj, v_proj", err, sizeof err);
+    lora_match_string(&lc.exclude, "model\\.layers\\.0\\..*", err, sizeof err);
+    lora_layout_init(&ll, &cfg, &lc, NULL);
+    TL_CHECK(!lora_adapted(&ll, 0, LORA_Q) && lora_adapted(&ll, 1, LORA_Q) && lora_adapted(&ll, 1, LORA_V) &&
+                 !lora_adapted(&ll, 1, LORA_K) && ll.pl.n_tensors == 4,
+             "list targets with a regex exclusion");
+    lora_layout_free(&ll);
+    // a full module name in a list, and a regex
+    lora_match_list(&lc.target, "model.layers.1.mlp.down_proj", err, sizeof err);
+    memset(&lc.exclude, 0, sizeof lc.exclude);
+    lora_layout_init(&ll, &cfg, &lc, NULL);
+    TL_CHECK(ll.pl.n_tensors == 2 && lora_adapted(&ll, 1, LORA_DOWN), "a full module name selects one module");
+    lora_layout_free(&ll);
+    lora_match_string(&lc.target, ".*(q|k)_proj", err, sizeof err);
+    lora_layout_init(&ll, &cfg, &lc, NULL);
+    TL_CHECK(ll.pl.n_tensors == 8 && ll.proj_mask == 0x3, "regex fullmatch");
+    lora_layout_free(&ll);
+    TL_CHECK(lora_match_string(&lc.target, "(", err, sizeof err) == -1, "a bad regex is refused: %s", err);
+    TL_CHECK(lora_match_list(&lc.target, "q_proj,,v_proj", err, sizeof err) == -1, "an empty list entry is refused");
+}
+
+static model_config ERR_CFG;
+static lora_config ERR_LC;
+static void init_err(void *arg) {
+    (void)arg;
+    lora_layout ll;
+    lora_layout_init(&ll, &ERR_CFG, &ERR_LC, NULL);
+}
+static char ERR_DIR[4096];
+static void load_err(void *arg) {
+    (void)arg;
+    lora_layout ll;
+    param_set ad;
+    peft_load(ERR_DIR, &ERR_CFG, &ll, &ad);
+}
+
+static void write_text(const char *dir, const char *name, const char *s) {
+    char *p = rlc_path_join(dir, name);
+    CHECK(rlc_write_file_atomic(p, s, strlen(s)) == 0, "write %s", p);
+    free(p);
+}
+
+static void test_errors(const char *root) {
+    model_config_parse(&ERR_CFG, CASES[0].json, "qwen3");
+    char err[256];
+    lora_config_default(&ERR_LC);
+    ERR_LC.rank = 0;
+    io_expect_die("rank 0", init_err, NULL, "actor_rollout_ref.model.lora_rank", ">= 1", NULL);
+    lora_config_default(&ERR_LC);
+    ERR_LC.alpha = 0;
+    io_expect_die("alpha 0", init_err, NULL, "actor_rollout_ref.model.lora_alpha", "> 0", NULL);
+    lora_config_default(&ERR_LC);
+    lora_match_list(&ERR_LC.target, "q_proj,lm_head", err, sizeof err);
+    io_expect_die("a target matching nothing", init_err, NULL, "target_modules", "'lm_head' matches no module", NULL);
+    lora_match_string(&ERR_LC.target, "model\\.layers\\.7\\..*", err, sizeof err);
+    io_expect_die("a regex matching nothing", init_err, NULL, "target_modules", "matches no module", NULL);
+    lora_match_list(&ERR_LC.target, "q_proj", err, sizeof err);
+    lora_match_list(&ERR_LC.exclude, "q_proj", err, sizeof err);
+    io_expect_die("everything excluded", init_err, NULL, "target_modules", "no module is left", NULL);
+
+    // adapter folders: a valid one, then broken copies
+    lora_config_default(&ERR_LC);
+    ERR_LC.rank = 4;
+    lora_layout ll;
+    lora_layout_init(&ll, &ERR_CFG, &ERR_LC, NULL);
+    param_set ad;
+    param_set_init(&ad, &ll.pl);
+    lora_init_weights(&ll, &ad, 3);
+    char *good = rlc_path_join(root, "good_adapter");
+    peft_save(good, &ll, &ad, NULL);
+    snprintf(ERR_DIR, sizeof ERR_DIR, "%s", good);
+    char msg[512];
+    TL_CHECK(io_run_child(load_err, NULL, msg, sizeof msg) == 0, "the valid adapter folder loads: %s", msg);
+    // a base that does not match: another hidden size
+    model_config other = ERR_CFG;
+    model_config_parse(&ERR_CFG, CASES[3].json, "llama");
+    io_expect_die("base shape mismatch", load_err, NULL, "adapter_model.safetensors", "expected shape", NULL);
+    ERR_CFG = other;
+    const char *cfg_tmpl = "{\"peft_type\": \"LORA\", \"r\": %s, \"lora_alpha\": 16, \"target_modules\": [\"q_proj\"]%s}";
+    char *bad = rlc_path_join(root, "bad_adapter");
+    rlc_mkdirs(bad);
+    tl_system("cp %s/adapter_model.safetensors %s/", good, bad);
+    snprintf(ERR_DIR, sizeof ERR_DIR, "%s", bad);
+    char cj[512];
+    snprintf(cj, sizeof cj, cfg_tmpl, "8", "");
+    write_text(bad, "adapter_config.json", cj);
+    io_expect_die("r inconsistent with the tensors", load_err, NULL, "rank 4", "r = 8", NULL);
+    write_text(bad, "adapter_config.json", "{\"peft_type\": \"LORA\", \"lora_alpha\": 16, \"target_modules\": [\"q_proj\"]}");
+    io_expect_die("missing r", load_err, NULL, "adapter_config.json", "missing field 'r'", NULL);
+    write_text(bad, "adapter_config.json", "{\"r\": 4, \"lora_alpha\": 16, \"target_modules\": [\"q_proj\"]}");
+    io_expect_die("missing peft_type", load_err, NULL, "adapter_config.json", "missing field 'peft_type'", NULL);
+    write_text(bad, "adapter_config.json", "{\"peft_type\": \"LORA\", \"r\": 4, \"target_modules\": [\"q_proj\"]}");
+    io_expect_die("missing lora_alpha", load_err, NULL, "adapter_config.json", "missing field 'lora_alpha'", NULL);
+    write_text(bad, "adapter_config.json", "{\"peft_type\": \"LORA\", \"r\": 4, \"lora_alpha\": 16}");
+    io_expect_die("missing target_modules", load_err, NULL, "adapter_config.json", "missing field 'target_modules'", NULL);
+    snprintf(cj, sizeof cj, cfg_tmpl, "4", ", \"use_dora\": true");
+    write_text(bad, "adapter_config.json", cj);
+    io_expect_die("DoRA", load_err, NULL, "adapter_config.json", "'use_dora'", NULL);
+    snprintf(cj, sizeof cj, cfg_tmpl, "4", ", \"modules_to_save\": [\"lm_head\"]");
+    write_text(bad, "adapter_config.json", cj);
+    io_expect_die("modules_to_save", load_err, NULL, "adapter_config.json", "'modules_to_save'", NULL);
+    // a tensor naming a module the base does not have (layer 9 of 2)
+    snprintf(cj, sizeof cj, cfg_tmpl, "4", "");
+    write_text(bad, "adapter_config.json", cj);
+    float a[4 * 64] = {0};
+    st_write_tensor wt[1] = {{.name = "base_model.model.model.layers.9.self_attn.q_proj.lora_A.weight", .dtype = ST_F32, .ndim = 2,
+                              .shape = {4, 64}, .f32 = a}};
+    char *stp = rlc_path_join(bad, "adapter_model.safetensors");
+    st_write(stp, wt, 1, NULL, 0);
+    io_expect_die("target module mismatch", load_err, NULL, "layers.9", "not a LoRA A/B weight", NULL);
+    wt[0].name = "base_model.model.model.layers.1.self_attn.q_proj.lora_A.weight";
+    st_write(stp, wt, 1, NULL, 0);
+    io_expect_die("A without B", load_err, NULL, "has lora_A but no lora_B", NULL);
+    free(stp);
+    free(bad);
+    free(good);
+    param_set_free(&ad);
+    lora_layout_free(&ll);
+}
+
+// A PEFT adapter written by the torch side loads in rlc with the same values.
+static void test_torch_written(const char *root) {
+    char *dir = rlc_path_join(root, "torch_adapter"), *cfgp = rlc_path_join(root, "tw_config.json"),
+         *sums = rlc_path_join(root, "tw_sums.txt");
+    write_text(root, "tw_config.json", CASES[2].json);
+    int rc = tl_system("/usr/bin/python3 tests/py/lora_ref.py write %s %s 4 8 11 > %s", dir, cfgp, sums);
+    TL_CHECK(rc == 0, "torch writes a PEFT adapter");
+    if (rc == 0) {
+        model_config cfg;
+        model_config_parse(&cfg, CASES[2].json, "llama");
+        lora_layout ll;
+        param_set ad;
+        peft_load(dir, &cfg, &ll, &ad);
+        TL_CHECK(ll.rank == 4 && ll.alpha == 8.0f && ll.proj_mask == ((1u << LORA_Q) | (1u << LORA_V) | (1u << LORA_DOWN)),
+                 "torch adapter: r 4, alpha 8, q/v/down");
+        FILE *f = fopen(sums, "r");
+        char name[256];
+        double want;
+        int checked = 0, badn = 0;
+        while (f && fscanf(f, "%255s %lf", name, &want) == 2) {
+            int i = param_layout_find(&ll.pl, name);
+            if (i < 0) { badn++; continue; }
+            double s = 0;
+            for (int64_t j = 0; j < ll.pl.tensors[i].numel; j++) s += ad.data[ll.pl.tensors[i].offset + j];
+            if (fabs(s - want) > 1e-5 * (1 + fabs(want))) badn++;
+            checked++;
+        }
+        if (f) fclose(f);
+        TL_CHECK(badn == 0 && checked == ll.pl.n_tensors, "torch adapter: %d tensors checked of %d, %d differ", checked, ll.pl.n_tensors, badn);
+        param_set_free(&ad);
+        lora_layout_free(&ll);
+    }
+    free(dir); free(cfgp); free(sums);
+}
+
+int main(void) {
+    int have_torch = tl_have_torch();
+    if (!have_torch) tl_skip("the torch comparisons: torch not importable by /usr/bin/python3");
+    char *root = tl_tmpdir("lora");
+    test_targets();
+    case_data cds[N_CASES];
+    for (int i = 0; i < N_CASES; i++) {
+        case_build(&cds[i], &CASES[i], 100 + (uint64_t)i);
+        case_write(&cds[i], root, i);
+    }
+    if (have_torch) {
+        char cmd[8192];
+        int n = snprintf(cmd, sizeof cmd, "/usr/bin/python3 tests/py/lora_ref.py case");
+        for (int i = 0; i < N_CASES; i++) n += snprintf(cmd + n, sizeof cmd - (size_t)n, " %s", cds[i].dir);
+        int rc = tl_system("%s", cmd);
+        TL_CHECK(rc == 0, "torch reference ran (rc %d)", rc);
+    }
+    for (int i = 0; i < N_CASES; i++) {
+        check_case(&cds[i], have_torch);
+        case_free(&cds[i]);
+    }
+    test_errors(root);
+    if (have_torch) test_torch_written(root);
+    else tl_skip("torch-written adapter: torch not importable");
+    tl_system("rm -rf %s", root);
+    free(root);
+    return tl_summary();
+}
