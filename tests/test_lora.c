@@ -15,6 +15,7 @@
 #include "io/safetensors.h"
 #include "model/decoder.h"
 #include "model/lora.h"
+#include "rollout/engine.h"
 #include "io_testutil.h"
 #include "testlib.h"
 
@@ -483,6 +484,84 @@ static void test_torch_written(const char *root) {
     free(dir); free(cfgp); free(sums);
 }
 
+// The rollout engine with the unmerged side path samples the trained policy: its log-probs of the sampled tokens equal
+// the trainer's forward with adapters (1e-4: rowgemm and OpenBLAS sum in different orders); lora.merge=true decodes
+// from W + s·B·A with the same result (1e-4); adapters off equals a model without adapters, bitwise.
+static void rollout_run(case_data *cd, const float *ad, int on, int merge, rollout_result *res) {
+    decoder_model m;
+    decoder_model_init(&m, &cd->pl, &cd->ps, NULL);
+    if (ad) {
+        decoder_set_lora(&m, &cd->ll, ad, NULL);
+        decoder_lora_enable(&m, on);
+    }
+    rollout_config rc;
+    rollout_config_default(&rc);
+    rc.n = 2;
+    rc.sampling.temperature = 1.0f;
+    rc.sampling.do_sample = 1;
+    rc.max_new_tokens = 12;
+    rc.seed = 7;
+    rc.ignore_eos = 1;
+    rc.kv_cache_bytes = 16 << 20;
+    rc.lora_merge = merge;
+    rollout_engine *e = rollout_engine_new(&m, &rc);
+    static const int32_t p0[] = {3, 9, 27, 81, 5}, p1[] = {100, 7};
+    rollout_prompt pr[2] = {{p0, 5, 0}, {p1, 2, 1}};
+    rollout_generate(e, pr, 2, res);
+    rollout_engine_free(e);
+    decoder_model_free(&m);
+}
+
+static void test_rollout(void) {
+    case_data cd;
+    case_build(&cd, &CASES[2], 77);   // llama with biases, rsLoRA, q/v/o/down adapted
+    rollout_result on, merged, off, plain;
+    rollout_run(&cd, cd.ad.data, 1, 0, &on);
+    rollout_run(&cd, cd.ad.data, 1, 1, &merged);
+    rollout_run(&cd, cd.ad.data, 0, 0, &off);
+    rollout_run(&cd, NULL, 0, 0, &plain);
+    int same_off = 1;
+    for (int i = 0; i < plain.n_samples; i++)
+        same_off &= off.samples[i].len == plain.samples[i].len &&
+                    memcmp(off.samples[i].ids, plain.samples[i].ids, (size_t)plain.samples[i].len * 4) == 0 &&
+                    bitwise(off.samples[i].logprobs, plain.samples[i].logprobs, plain.samples[i].len);
+    TL_CHECK(same_off, "rollout: adapters off == no adapters, bitwise");
+    decoder_model m;
+    decoder_model_init(&m, &cd.pl, &cd.ps, NULL);
+    decoder_set_lora(&m, &cd.ll, cd.ad.data, NULL);
+    int differs = 0;
+    for (int i = 0; i < on.n_samples; i++) {
+        const rollout_sample *sm = &on.samples[i];
+        const int32_t *pp = sm->prompt == 0 ? (const int32_t[]){3, 9, 27, 81, 5} : (const int32_t[]){100, 7};
+        const int64_t P = sm->prompt == 0 ? 5 : 2, T = P + sm->len;
+        int32_t *tok = malloc((size_t)T * 4), *tgt = malloc((size_t)T * 4), *pos = malloc((size_t)T * 4), cu[2] = {0, (int32_t)T};
+        memcpy(tok, pp, (size_t)P * 4);
+        memcpy(tok + P, sm->ids, (size_t)sm->len * 4);
+        for (int64_t t = 0; t < T; t++) tgt[t] = t + 1 < T ? tok[t + 1] : -1;
+        decoder_batch b = {.T = T, .n_seqs = 1, .tokens = tok, .cu_seqlens = cu, .pos = pos};
+        decoder_batch_positions(&b);
+        float *lp = malloc((size_t)T * 4);
+        decoder_forward(&m, NULL, &b, NULL);
+        decoder_logprob(&m, NULL, &b, tgt, 1.0f, lp, NULL);
+        char what[96];
+        snprintf(what, sizeof what, "rollout sample %d log-probs vs the trainer's forward", i);
+        tl_check_close(what, sm->logprobs, lp + P - 1, sm->len, 1e-4);
+        const rollout_sample *mg = &merged.samples[i];
+        if (mg->len == sm->len && memcmp(mg->ids, sm->ids, (size_t)sm->len * 4) == 0) {
+            snprintf(what, sizeof what, "rollout sample %d: merged weights vs side path", i);
+            tl_check_close(what, mg->logprobs, sm->logprobs, sm->len, 1e-4);
+        } else {
+            TL_CHECK(0, "rollout sample %d: merged weights sample other tokens than the side path", i);
+        }
+        differs |= memcmp(sm->ids, plain.samples[i].ids, (size_t)sm->len * 4) != 0;
+        free(tok); free(tgt); free(pos); free(lp);
+    }
+    TL_CHECK(differs, "rollout: the adapters change what is sampled");
+    decoder_model_free(&m);
+    rollout_result_free(&on); rollout_result_free(&merged); rollout_result_free(&off); rollout_result_free(&plain);
+    case_free(&cd);
+}
+
 int main(void) {
     int have_torch = tl_have_torch();
     if (!have_torch) tl_skip("the torch comparisons: torch not importable by /usr/bin/python3");
@@ -505,6 +584,7 @@ int main(void) {
         case_free(&cds[i]);
     }
     test_errors(root);
+    test_rollout();
     if (have_torch) test_torch_written(root);
     else tl_skip("torch-written adapter: torch not importable");
     tl_system("rm -rf %s", root);
