@@ -16,6 +16,7 @@
 #include "model/decoder.h"
 #include "model/lora.h"
 #include "rollout/engine.h"
+#include "trainer/config.h"
 #include "io_testutil.h"
 #include "testlib.h"
 
@@ -562,11 +563,69 @@ static void test_rollout(void) {
     case_free(&cd);
 }
 
+// ---- config keys --------------------------------------------------------------------------------------------
+
+static const char *CFG_TEXT;
+static void cfg_err(void *arg) {
+    rlc_train_config c;
+    rlc_config_init(&c);
+    rlc_config_load_yaml_text(&c, CFG_TEXT, "lora.yaml");
+    if (arg) rlc_config_override(&c, (const char *)arg);
+    lora_config lc;
+    if (rlc_config_lora(&c, &lc)) {
+        model_config cfg;
+        model_config_parse(&cfg, CASES[0].json, "qwen3");
+        lora_layout ll;
+        lora_layout_init(&ll, &cfg, &lc, NULL);
+    }
+}
+
+static void test_config(void) {
+    rlc_train_config c;
+    rlc_config_init(&c);
+    lora_config lc;
+    TL_CHECK(rlc_config_lora(&c, &lc) == 0 && c.actor_rollout_ref.model.lora_alpha == 16 &&
+                 strcmp(c.actor_rollout_ref.model.base_dtype, "bf16") == 0,
+             "defaults: lora_rank 0 (full fine-tuning), alpha 16, base bf16");
+    rlc_config_load_yaml_text(&c,
+                              "actor_rollout_ref:\n  model:\n    lora_rank: 32\n    lora_alpha: 32\n    use_shm: true\n"
+                              "    target_modules: [q_proj, v_proj]\n    exclude_modules: 'model\\.layers\\.0\\..*'\n"
+                              "    use_rslora: true\n    lora:\n      merge: true\n  rollout:\n    layered_summon: true\n",
+                              "lora.yaml");
+    TL_CHECK(rlc_config_lora(&c, &lc) == 1 && lc.rank == 32 && lc.alpha == 32 && lc.use_rslora && !lc.target.is_regex &&
+                 lc.target.n_names == 2 && lc.exclude.is_regex && c.actor_rollout_ref.model.lora.merge,
+             "YAML: rank, alpha, a list of targets, a regex exclusion, rsLoRA, lora.merge, use_shm/layered_summon accepted");
+    char *y = rlc_config_to_yaml(&c);
+    rlc_train_config c2;
+    rlc_config_init(&c2);
+    rlc_config_load_yaml_text(&c2, y, "saved.yaml");
+    lora_config lc2;
+    rlc_config_lora(&c2, &lc2);
+    TL_CHECK(lc2.rank == 32 && !lc2.target.is_regex && lc2.target.n_names == 2 && lc2.exclude.is_regex &&
+                 strcmp(lc2.exclude.regex, lc.exclude.regex) == 0,
+             "the saved config keeps a string a string and a list a list");
+    free(y);
+    rlc_config_override(&c2, "actor_rollout_ref.model.target_modules=all-linear");
+    rlc_config_lora(&c2, &lc2);
+    TL_CHECK(lc2.target.n_names == 1 && strcmp(lc2.target.names[0], "all-linear") == 0, "override target_modules=all-linear");
+    rlc_config_free(&c2);
+    rlc_config_free(&c);
+    CFG_TEXT = "actor_rollout_ref:\n  model:\n    lora_rank: 8\n";
+    io_expect_die("lora_rank < 0", cfg_err, "actor_rollout_ref.model.lora_rank=-1", "actor_rollout_ref.model.lora_rank", NULL);
+    io_expect_die("lora_alpha 0", cfg_err, "actor_rollout_ref.model.lora_alpha=0", "actor_rollout_ref.model.lora_alpha", "> 0", NULL);
+    io_expect_die("bad regex", cfg_err, "actor_rollout_ref.model.target_modules=(", "actor_rollout_ref.model.target_modules",
+                  "not a valid regex", NULL);
+    io_expect_die("target matching nothing", cfg_err, "actor_rollout_ref.model.target_modules=[lm_head]",
+                  "actor_rollout_ref.model.target_modules", "matches no module", NULL);
+    io_expect_die("base_dtype", cfg_err, "actor_rollout_ref.model.base_dtype=int4", "actor_rollout_ref.model.base_dtype", NULL);
+}
+
 int main(void) {
     int have_torch = tl_have_torch();
     if (!have_torch) tl_skip("the torch comparisons: torch not importable by /usr/bin/python3");
     char *root = tl_tmpdir("lora");
     test_targets();
+    test_config();
     case_data cds[N_CASES];
     for (int i = 0; i < N_CASES; i++) {
         case_build(&cds[i], &CASES[i], 100 + (uint64_t)i);
