@@ -5,6 +5,7 @@
 // Qwen3, Llama (biases), Qwen2 (q/k/v biases) and Gemma 3 (sandwich norms). Bitwise: B = 0 and adapters off give
 // the base model's log-probs. Checkpointed backward equals the plain one. PEFT folder: a torch-side reader checks
 // rlc's folder; a torch-written adapter loads in rlc; a write/read round trip is bitwise; one-line errors.
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -620,6 +621,99 @@ static void test_config(void) {
     io_expect_die("base_dtype", cfg_err, "actor_rollout_ref.model.base_dtype=int4", "actor_rollout_ref.model.base_dtype", NULL);
 }
 
+// ---- the CLI: merge-lora against torch's merge, logprob and generate with --adapter --------------------------
+
+static void test_cli(case_data *cd, const run_out *on, const char *root) {
+    const char *rlc = tl_rlc_bin();
+    if (!rlc_file_exists(rlc)) { tl_skip("CLI: %s not built", rlc); return; }
+    write_text(cd->dir, "generation_config.json", "{\"eos_token_id\": 1}\n");   // copied as it is
+    char *ad = rlc_path_join(cd->dir, "adapter"), *mf = rlc_path_join(root, "merged_f32"), *mb = rlc_path_join(root, "merged_bf16"),
+         *tm = rlc_path_join(root, "merged_torch");
+    int rc = tl_system("%s merge-lora --model %s --adapter %s --out %s --dtype f32 2>/dev/null", rlc, cd->dir, ad, mf);
+    TL_CHECK(rc == 0, "rlc merge-lora --dtype f32");
+    rc |= tl_system("%s merge-lora --model %s --adapter %s --out %s --dtype bf16 2>/dev/null", rlc, cd->dir, ad, mb);
+    TL_CHECK(rc == 0, "rlc merge-lora --dtype bf16");
+    char *tj = rlc_path_join(mf, "generation_config.json");
+    TL_CHECK(rlc_file_exists(tj), "merge-lora copies the tokenizer and generation config files");
+    free(tj);
+    if (rc == 0 && tl_have_torch() && tl_system("/usr/bin/python3 tests/py/lora_ref.py merge %s %s %s", cd->dir, ad, tm) == 0) {
+        tl_system("cp %s/config.json %s/", cd->dir, tm);
+        model_config c1, c2, c3;
+        param_layout p1, p2, p3;
+        param_set s1, s2, s3;
+        checkpoint_load(mf, &c1, &p1, &s1);
+        checkpoint_load(tm, &c2, &p2, &s2);
+        checkpoint_load(mb, &c3, &p3, &s3);
+        int bad = 0;
+        for (int i = 0; i < p1.n_tensors; i++) {   // fp32 merge: equal to torch's up to summation order
+            const param_tensor *t = &p1.tensors[i];
+            char what[160];
+            snprintf(what, sizeof what, "merge-lora %s vs torch merge", t->name);
+            bad += !tl_check_close(what, s1.data + t->offset, s2.data + t->offset, t->numel, 1e-6);
+        }
+        TL_CHECK(bad == 0, "merge-lora f32 equals torch's merge tensor by tensor (%d tensors)", p1.n_tensors);
+        int exact = 1;   // the bf16 file is the f32 merge rounded to nearest even
+        for (int64_t j = 0; j < p1.numel; j++) exact &= s3.data[j] == st_bf16_to_f32(st_f32_to_bf16(s1.data[j]));
+        TL_CHECK(exact && strcmp(c3.torch_dtype, "bfloat16") == 0, "merge-lora bf16 = the fp32 merge rounded (RNE), torch_dtype bfloat16");
+        // the merged checkpoint's log-probs equal the adapter's (fp32 rounding of W + s·B·A only)
+        decoder_model m;
+        decoder_model_init(&m, &p1, &s1, NULL);
+        float *lp = malloc((size_t)cd->T * 4);
+        decoder_forward(&m, NULL, &cd->b, NULL);
+        decoder_logprob(&m, NULL, &cd->b, cd->targets, cd->lc->temperature, lp, NULL);
+        tl_check_close("merged checkpoint log-probs vs the unmerged adapter", lp, on->logp, cd->T, 1e-5);
+        free(lp);
+        decoder_model_free(&m);
+        param_set_free(&s1); param_set_free(&s2); param_set_free(&s3);
+        param_layout_free(&p1); param_layout_free(&p2); param_layout_free(&p3);
+    }
+    // rlc logprob --adapter: one line per sequence, the same numbers as the decoder with adapters
+    char *in = rlc_path_join(root, "seqs.jsonl"), *outp = rlc_path_join(root, "lp.jsonl");
+    FILE *f = fopen(in, "w");
+    for (int s = 0; s < cd->lc->n_seqs; s++) {
+        fprintf(f, "{\"input_ids\": [");
+        for (int32_t t = cd->cu[s]; t < cd->cu[s + 1]; t++) fprintf(f, "%s%d", t > cd->cu[s] ? "," : "", cd->tokens[t]);
+        fprintf(f, "]}\n");
+    }
+    fclose(f);
+    rc = tl_system("%s logprob --model %s --adapter %s --data %s --out %s --temperature %g 2>/dev/null", rlc, cd->dir, ad, in, outp,
+                   (double)cd->lc->temperature);
+    TL_CHECK(rc == 0, "rlc logprob --adapter");
+    if (rc == 0) {
+        size_t len;
+        char *txt = rlc_read_file(outp, &len);
+        float *got = calloc((size_t)cd->T, 4), *want = calloc((size_t)cd->T, 4);
+        int64_t n = 0;
+        char *line = txt;
+        for (int s = 0; s < cd->lc->n_seqs && line; s++) {
+            char *nl = strchr(line, '\n');
+            if (nl) *nl = 0;
+            cJSON *o = cJSON_Parse(line);
+            const cJSON *lpa = o ? cJSON_GetObjectItem(o, "logprobs") : NULL, *x;
+            int64_t k = 0;
+            cJSON_ArrayForEach(x, lpa) {
+                got[n] = (float)x->valuedouble;
+                want[n++] = on->logp[cd->cu[s] + k++];
+            }
+            cJSON_Delete(o);
+            line = nl ? nl + 1 : NULL;
+        }
+        TL_CHECK(n == cd->T - cd->lc->n_seqs, "logprob --adapter: %lld values", (long long)n);
+        tl_check_close("rlc logprob --adapter vs the decoder with adapters", got, want, n, 1e-6);   // same kernels; %.9g text
+        free(got); free(want); free(txt);
+    }
+    rc = tl_system("%s generate --model %s --adapter %s --prompts %s --out %s --max-new-tokens 4 --ignore-eos --kv-cache-bytes 16777216 2>/dev/null", rlc,
+                   cd->dir, ad, in, outp);
+    TL_CHECK(rc == 0, "rlc generate --adapter");
+    rc = tl_system("%s generate --model %s --adapter %s --merge-adapter --prompts %s --out %s --max-new-tokens 4 --ignore-eos --kv-cache-bytes 16777216 2>/dev/null",
+                   rlc, cd->dir, ad, in, outp);
+    TL_CHECK(rc == 0, "rlc generate --adapter --merge-adapter");
+    rc = tl_system("%s logprob --model %s --adapter %s/nope --data %s --out %s 2>&1 | grep -q 'adapter_config.json: missing'", rlc,
+                   cd->dir, ad, in, outp);
+    TL_CHECK(rc == 0, "rlc logprob with a missing adapter folder: one-line error");
+    free(in); free(outp); free(ad); free(mf); free(mb); free(tm);
+}
+
 int main(void) {
     int have_torch = tl_have_torch();
     if (!have_torch) tl_skip("the torch comparisons: torch not importable by /usr/bin/python3");
@@ -640,13 +734,19 @@ int main(void) {
     }
     for (int i = 0; i < N_CASES; i++) {
         check_case(&cds[i], have_torch);
+        if (i == 2) {   // llama with biases and an untied head
+            run_out on;
+            run(&cds[i], cds[i].ad.data, 1, CKPT_NONE, &on);
+            test_cli(&cds[i], &on, root);
+            run_free(&on);
+        }
         case_free(&cds[i]);
     }
     test_errors(root);
     test_rollout();
     if (have_torch) test_torch_written(root);
     else tl_skip("torch-written adapter: torch not importable");
-    tl_system("rm -rf %s", root);
+    if (!getenv("RLC_KEEP")) tl_system("rm -rf %s", root);
     free(root);
     return tl_summary();
 }

@@ -18,10 +18,12 @@
 #include "data/jsonl.h"
 #include "io/checkpoint.h"
 #include "io/hf_cache.h"
+#include "io/peft.h"
 #include "model/decoder.h"
 
 static const char *USAGE =
-    "rlc logprob --model DIR|ORG/NAME --data IN.jsonl --out OUT.jsonl [--temperature T] [--max-batch-tokens N] [--threads N]";
+    "rlc logprob --model DIR|ORG/NAME --data IN.jsonl --out OUT.jsonl [--temperature T] [--max-batch-tokens N] [--threads N] "
+    "[--adapter DIR]";
 
 typedef struct {
     int n;             // sequences
@@ -83,6 +85,7 @@ int cmd_logprob(int argc, char **argv) {
     float temperature = (float)cli_double(&args, "temperature", 1.0, 1e-6, 1e6);
     int64_t budget = cli_int(&args, "max-batch-tokens", 4096, 1, 1 << 30);
     int threads = (int)cli_int(&args, "threads", 0, 0, 1024);
+    const char *adapter = cli_opt(&args, "adapter");   // a PEFT LoRA folder applied unmerged on the base
     cli_check_unknown(&args, USAGE);
 
     backend_ctx be;
@@ -98,6 +101,12 @@ int cmd_logprob(int argc, char **argv) {
     double t_load = rlc_now() - t0;
     decoder_model m;
     decoder_model_init(&m, &pl, &ps, &be);
+    lora_layout ll;
+    param_set ad = {0};
+    if (adapter) {
+        peft_load(adapter, &cfg, &ll, &ad);
+        decoder_set_lora(&m, &ll, ad.data, NULL);
+    }
 
     int64_t max_len = 0;
     for (int i = 0; i < ss.n; i++)
@@ -143,6 +152,7 @@ int cmd_logprob(int argc, char **argv) {
     free(cu); free(pos); free(targets); free(logp); free(ent);
     free(ss.tokens); free(ss.start);
     decoder_model_free(&m);
+    if (adapter) { param_set_free(&ad); lora_layout_free(&ll); }
     param_set_free(&ps);
     param_layout_free(&pl);
     free(model_dir);
