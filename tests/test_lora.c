@@ -18,6 +18,7 @@
 #include "model/lora.h"
 #include "rollout/engine.h"
 #include "trainer/config.h"
+#include "trainer/sft.h"
 #include "io_testutil.h"
 #include "testlib.h"
 
@@ -187,7 +188,7 @@ typedef struct {
 } run_out;
 
 // Forward, log-probs and (when ad != NULL) the backward on the adapters; base frozen, no base gradient buffer.
-static void run(case_data *cd, const float *ad, int lora_on, ckpt_mode mode, run_out *o) {
+static void run(case_data *cd, float *ad, int lora_on, ckpt_mode mode, run_out *o) {
     backend_ctx *be = NULL;
     decoder_model m;
     decoder_model_init(&m, &cd->pl, &cd->ps, be);
@@ -489,7 +490,7 @@ static void test_torch_written(const char *root) {
 // The rollout engine with the unmerged side path samples the trained policy: its log-probs of the sampled tokens equal
 // the trainer's forward with adapters (1e-4: rowgemm and OpenBLAS sum in different orders); lora.merge=true decodes
 // from W + s·B·A with the same result (1e-4); adapters off equals a model without adapters, bitwise.
-static void rollout_run(case_data *cd, const float *ad, int on, int merge, rollout_result *res) {
+static void rollout_run(case_data *cd, float *ad, int on, int merge, rollout_result *res) {
     decoder_model m;
     decoder_model_init(&m, &cd->pl, &cd->ps, NULL);
     if (ad) {
@@ -714,6 +715,84 @@ static void test_cli(case_data *cd, const run_out *on, const char *root) {
     free(in); free(outp); free(ad); free(mf); free(mb); free(tm);
 }
 
+// ---- SFT on the adapters: the engine's gradients and AdamW run over the adapter set; the base never changes ----
+
+static void test_sft(case_data *cd, const char *root) {
+    param_set base0;
+    param_set_init(&base0, &cd->pl);
+    memcpy(base0.data, cd->ps.data, (size_t)cd->pl.numel * 4);
+    param_set ad;
+    param_set_init(&ad, &cd->ll.pl);
+    lora_init_weights(&cd->ll, &ad, 5);   // B = 0: training starts at the base model
+    decoder_model m;
+    decoder_model_init(&m, &cd->pl, &cd->ps, NULL);
+    decoder_set_lora(&m, &cd->ll, ad.data, NULL);
+    sft_dataset d;
+    sft_dataset_init(&d);
+    uint8_t *mask = malloc((size_t)cd->T);
+    for (int s = 0; s < cd->lc->n_seqs; s++) {
+        const int64_t n = cd->cu[s + 1] - cd->cu[s];
+        for (int64_t t = 0; t < n; t++) mask[t] = t >= n / 2;
+        sft_dataset_add(&d, cd->tokens + cd->cu[s], mask, n, cd->cfg.vocab_size, "test");
+    }
+    sft_config c;
+    sft_config_default(&c);
+    c.batch_size = d.n;
+    c.steps = 8;
+    c.lr = 3e-3;
+    c.shuffle = 0;
+    sft_summary sum;
+    engine e;
+    sft_train(&m, &d, &c, &sum, &e);
+    TL_CHECK(e.grads.layout == &cd->ll.pl && e.opt.pl == &cd->ll.pl, "SFT with LoRA: gradients and AdamW over the adapter layout");
+    TL_CHECK(bitwise(cd->ps.data, base0.data, cd->pl.numel), "SFT with LoRA: the frozen base is unchanged, bitwise");
+    TL_CHECK(sum.last_loss < sum.first_loss - 0.05, "SFT with LoRA: loss %.4f -> %.4f", sum.first_loss, sum.last_loss);
+    double bsum = 0;
+    for (int64_t i = 0; i < cd->ll.pl.numel; i++) bsum += fabs(ad.data[i]);
+    TL_CHECK(bsum > 0, "SFT with LoRA: the adapters moved");
+    engine_free(&e);
+    // the CLI: rlc sft --lora-rank writes a PEFT folder that logprob --adapter reads
+    const char *rlc = tl_rlc_bin();
+    if (rlc_file_exists(rlc)) {
+        char *data = rlc_path_join(root, "sft.jsonl"), *out = rlc_path_join(root, "sft_adapter");
+        FILE *f = fopen(data, "w");
+        for (int s = 0; s < d.n; s++) {
+            fprintf(f, "{\"input_ids\": [");
+            for (int64_t t = d.off[s]; t < d.off[s + 1]; t++) fprintf(f, "%s%d", t > d.off[s] ? "," : "", d.ids[t]);
+            fprintf(f, "], \"loss_mask\": [");
+            for (int64_t t = d.off[s]; t < d.off[s + 1]; t++) fprintf(f, "%s%d", t > d.off[s] ? "," : "", d.mask[t]);
+            fprintf(f, "]}\n");
+        }
+        fclose(f);
+        int rc = tl_system("%s sft --model %s --data %s --out %s --lora-rank 4 --lora-alpha 8 --target-modules q_proj,v_proj "
+                           "--steps 3 --batch-size %d --lr 1e-3 --threads 1 > /dev/null 2>&1", rlc, cd->dir, data, out, d.n);
+        TL_CHECK(rc == 0, "rlc sft --lora-rank");
+        if (rc == 0) {
+            lora_layout ll;
+            param_set a2;
+            peft_load(out, &cd->cfg, &ll, &a2);
+            TL_CHECK(ll.rank == 4 && ll.alpha == 8 && ll.proj_mask == ((1u << LORA_Q) | (1u << LORA_V)),
+                     "rlc sft --lora-rank writes the PEFT folder (r 4, alpha 8, q/v)");
+            param_set_free(&a2);
+            lora_layout_free(&ll);
+            if (tl_have_torch())
+                TL_CHECK(tl_system("/usr/bin/python3 tests/py/lora_ref.py check %s 4 8 0 > /dev/null", out) == 0,
+                         "the torch-side reader accepts rlc sft's adapter folder");
+        }
+        rc = tl_system("%s sft --model %s --data %s --out %s --lora-rank 4 --target-modules lm_head --steps 1 --batch-size %d "
+                       "2>&1 | grep -q -- \"--target-modules: 'lm_head' matches no module\"", rlc, cd->dir, data, out, d.n);
+        TL_CHECK(rc == 0, "rlc sft --target-modules lm_head: one-line error naming the option");
+        free(data);
+        free(out);
+    }
+    free(mask);
+    sft_dataset_free(&d);
+    decoder_model_free(&m);
+    param_set_free(&ad);
+    memcpy(cd->ps.data, base0.data, (size_t)cd->pl.numel * 4);
+    param_set_free(&base0);
+}
+
 int main(void) {
     int have_torch = tl_have_torch();
     if (!have_torch) tl_skip("the torch comparisons: torch not importable by /usr/bin/python3");
@@ -738,6 +817,7 @@ int main(void) {
             run_out on;
             run(&cds[i], cds[i].ad.data, 1, CKPT_NONE, &on);
             test_cli(&cds[i], &on, root);
+            test_sft(&cds[i], root);
             run_free(&on);
         }
         case_free(&cds[i]);

@@ -341,7 +341,7 @@ void decoder_model_free(decoder_model *m) {
     memset(m, 0, sizeof *m);
 }
 
-void decoder_set_lora(decoder_model *m, const lora_layout *ll, const float *w, float *g) {
+void decoder_set_lora(decoder_model *m, const lora_layout *ll, float *w, float *g) {
     if (ll) {
         CHECK(ll->L == m->cfg->num_hidden_layers && ll->pl.cfg.hidden_size == m->cfg->hidden_size &&
                   ll->pl.cfg.intermediate_size == m->cfg->intermediate_size,

@@ -10,6 +10,8 @@
 //   param_set ad, gad;  param_set_init(&ad, &ll.pl);  param_set_init(&gad, &ll.pl);
 //   lora_init_weights(&ll, &ad, seed);                               // A ~ U(±1/√in), B = 0 (PEFT's default)
 //   decoder_set_lora(&model, &ll, ad.data, gad.data);                // decoder.h: side path on, base frozen
+//   (or engine_init(&e, &model, ...) after decoder_set_lora(&model, &ll, ad.data, NULL): the engine's gradients,
+//    AdamW state and steps then run over the adapters; trainer/engine.h)
 //   ... decoder_forward / decoder_logprob / decoder_backward: dA, dB land in gad; no base gradient ...
 //   adamw_state st;  adamw_init(&st, &ll.pl, &h);  adamw_step(&st, &ad, &gad, lr);   // optim.h, unchanged
 //   grad_clip_global(&gad, max_norm);                                // clipping over the adapter grads only
