@@ -592,7 +592,10 @@ int rlc_config_lora(const rlc_train_config *c, lora_config *out) {
 void rlc_config_finalize(rlc_train_config *c) {
     __typeof__(c->actor_rollout_ref.actor) *a = &c->actor_rollout_ref.actor;
     lora_config lc;
-    rlc_config_lora(c, &lc);   // validates the LoRA keys now (the model's module names are checked at load)
+    // validates the LoRA keys now (the model's module names are checked when the adapters are built)
+    if (rlc_config_lora(c, &lc) || c->actor_rollout_ref.model.lora_adapter_path)   // until the GRPO trainer runs adapters
+        rlc_die("config: " AR "model.lora_rank = %lld: the GRPO trainer does not run LoRA adapters yet (rlc sft, logprob, "
+                "generate and merge-lora do); set lora_rank=0", (long long)c->actor_rollout_ref.model.lora_rank);
     if (isnan(a->clip_ratio_low)) a->clip_ratio_low = a->clip_ratio;
     if (isnan(a->clip_ratio_high)) a->clip_ratio_high = a->clip_ratio;
     if (!c->trainer.default_local_dir) {
