@@ -822,6 +822,9 @@ static void test_sft(case_data *cd, const char *root) {
                 TL_CHECK(tl_system("/usr/bin/python3 tests/py/lora_ref.py check %s 4 8 0 > /dev/null", out) == 0,
                          "the torch-side reader accepts rlc sft's adapter folder");
         }
+        rc = tl_system("%s sft --model %s --data %s --out %s --lora-rank 2 --base-dtype fp32 --steps 1 --batch-size %d --threads 1 "
+                       "2>/dev/null | grep -q 'frozen base fp32'", rlc, cd->dir, data, out, d.n);
+        TL_CHECK(rc == 0, "rlc sft --lora-rank --base-dtype fp32");
         rc = tl_system("%s sft --model %s --data %s --out %s --lora-rank 4 --target-modules lm_head --steps 1 --batch-size %d "
                        "2>&1 | grep -q -- \"--target-modules: 'lm_head' matches no module\"", rlc, cd->dir, data, out, d.n);
         TL_CHECK(rc == 0, "rlc sft --target-modules lm_head: one-line error naming the option");

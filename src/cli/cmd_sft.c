@@ -71,7 +71,8 @@ static const char *USAGE =
     "        [--log-every N]   (a terminal shows one updating progress line; elsewhere a line every N steps, 10)\n"
     "        [--activation-checkpoint none|selective|full] [--save-dtype f32|bf16|f16] [--save-optimizer]\n"
     "        [--resume-optimizer OPT.bin] [--chat-template auto|qwen3|plain|FILE.jinja]\n"
-    "        [--lora-rank R [--lora-alpha A] [--target-modules M] [--exclude-modules M] [--use-rslora] [--adapter DIR]]\n"
+    "        [--lora-rank R [--lora-alpha A] [--target-modules M] [--exclude-modules M] [--use-rslora] [--adapter DIR]\n"
+    "         [--base-dtype bf16|fp32]]\n"
     "        (mpirun -np N rlc sft ...: data parallel, see docs/distributed.md)\n"
     "  IN.jsonl lines: {\"input_ids\": [...], \"loss_mask\": [...]} of equal length; loss_mask[t] = 1 trains\n"
     "  the model to predict input_ids[t] from input_ids[0..t-1] (loss_mask[0] is ignored).\n"
@@ -81,8 +82,9 @@ static const char *USAGE =
     "  Loss: cross-entropy, token-mean over each global batch of B sequences (shuffled per epoch by --seed).\n"
     "  LoRA (--lora-rank R > 0): only rank-R adapters train (alpha 16 by default); --target-modules is all-linear\n"
     "  (default), a comma list of module names (q_proj,v_proj; or full names), or a regex (any of *()[]|?+^$\\)\n"
-    "  fullmatched on names like model.layers.0.self_attn.q_proj; --adapter DIR continues a PEFT adapter. --out then\n"
-    "  receives the PEFT adapter folder (adapter_config.json, adapter_model.safetensors).";
+    "  fullmatched on names like model.layers.0.self_attn.q_proj; --adapter DIR continues a PEFT adapter. The frozen\n"
+    "  base is kept in bf16 (--base-dtype, default bf16: lossless for a bf16 checkpoint), widened per block. --out\n"
+    "  then receives the PEFT adapter folder (adapter_config.json, adapter_model.safetensors).";
 
 // A --target-modules / --exclude-modules value: all-linear, a regex (it holds a regex operator), or a comma list.
 static void lora_match_arg(lora_match *m, const char *opt, const char *v) {
@@ -151,8 +153,13 @@ int cmd_sft(int argc, char **argv) {
     if (em) lora_match_arg(&lc.exclude, "exclude-modules", em);
     lc.use_rslora = cli_flag(&a, "use-rslora");
     const char *adapter_in = cli_opt(&a, "adapter");
+    const char *base_dt = cli_opt(&a, "base-dtype");
+    if (base_dt && strcmp(base_dt, "bf16") != 0 && strcmp(base_dt, "fp32") != 0)
+        rlc_die("sft: --base-dtype must be bf16 or fp32, got '%s'", base_dt);
+    const int base_bf16 = !base_dt || strcmp(base_dt, "bf16") == 0;
     const int use_lora = lc.rank > 0 || adapter_in;
-    if (!use_lora && (tm || em || lc.use_rslora)) rlc_die("sft: --target-modules, --exclude-modules and --use-rslora need --lora-rank");
+    if (!use_lora && (tm || em || lc.use_rslora || base_dt))
+        rlc_die("sft: --target-modules, --exclude-modules, --use-rslora and --base-dtype need --lora-rank");
     cli_check_unknown(&a, USAGE);
 
     dist_ctx dd;   // world 1 unless launched by mpirun (data-parallel SFT, src/dist/dist_sft.h)
@@ -172,6 +179,7 @@ int cmd_sft(int argc, char **argv) {
     decoder_model_init(&m, &pl, &ps, &be);
     lora_layout ll;
     param_set ad = {0};
+    param_bf16 pb = {0};
     if (use_lora) {   // the adapters train; the base stays as loaded
         static const lora_keys keys = {"--lora-rank", "--lora-alpha", "--target-modules"};
         if (adapter_in) peft_load(adapter_in, &cfg, &ll, &ad);
@@ -181,10 +189,16 @@ int cmd_sft(int argc, char **argv) {
             lora_init_weights(&ll, &ad, c.seed);
         }
         decoder_set_lora(&m, &ll, ad.data, NULL);
+        if (base_bf16) {   // the frozen base in bf16, widened per block where used; the fp32 copy goes
+            param_bf16_init(&pb, &ps);
+            param_set_free(&ps);
+            m.get_block = param_bf16_get_block;
+            m.get_block_ctx = &pb;
+        }
         char line[160];
         lora_trainable_line(&ll, line, sizeof line);
-        printf("rlc sft: LoRA r %d alpha %g%s scale %g: %s\n", ll.rank, (double)ll.alpha, ll.use_rslora ? " (rsLoRA)" : "",
-               (double)ll.scale, line);
+        printf("rlc sft: LoRA r %d alpha %g%s scale %g: %s; frozen base %s\n", ll.rank, (double)ll.alpha,
+               ll.use_rslora ? " (rsLoRA)" : "", (double)ll.scale, line, base_bf16 ? "bf16" : "fp32");
     }
     sft_dataset d;
     sft_dataset_init(&d);
@@ -243,6 +257,7 @@ int cmd_sft(int argc, char **argv) {
     sft_dataset_free(&d);
     decoder_model_free(&m);
     if (use_lora) { param_set_free(&ad); lora_layout_free(&ll); }
+    if (pb.w16) param_bf16_free(&pb);
     param_set_free(&ps);
     param_layout_free(&pl);
     free(model_dir);
