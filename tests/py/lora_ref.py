@@ -4,12 +4,14 @@ families_ref's decoder; dA and dB follow from the merged weight's gradient G by 
 dA = s·Bᵀ·G. The adapter folder is read and written with PEFT's names and adapter_config.json fields.
 
     lora_ref.py case DIR           DIR holds config.json, model.safetensors, adapter/ and case.json (tokens, targets,
-                                   cu_seqlens, dlogp, dentropy, temperature, lora_names): writes DIR/out.bin (float32):
-                                   logp (T), entropy (T), then each gradient of lora_names for
-                                   loss = sum(dlogp*logp + dentropy*entropy)
+                                   cu_seqlens, dlogp, dentropy, temperature, lora_names, check {r, alpha, rslora}):
+                                   writes DIR/out.bin (float32): logp (T), entropy (T), then each gradient of
+                                   lora_names for loss = sum(dlogp*logp + dentropy*entropy); checks adapter/ as
+                                   `check` does
     lora_ref.py check ADAPTER R ALPHA RSLORA   checks an adapter folder as PEFT reads it; prints "ok <n tensors>"
     lora_ref.py write ADAPTER CONFIG.json R ALPHA SEED   writes a PEFT adapter (q/v/down in every layer) with random A, B
     lora_ref.py merge BASE ADAPTER OUT   writes OUT/model.safetensors = the merged weights (float32, PEFT's merge)
+    lora_ref.py batch FILE         runs the commands of FILE (one per line, arguments as above) in one process
 """
 import json
 import math
@@ -76,9 +78,11 @@ def run_case(d):
         G, A, B = gby[mod], mods[mod]["A"].to(dtype), mods[mod]["B"].to(dtype)
         parts.append(s * (G @ A.T) if which == "B" else s * (B.T @ G))
     torch.cat([p.reshape(-1).to(torch.float32) for p in parts]).numpy().tofile(os.path.join(d, "out.bin"))
+    c = case["check"]   # the adapter folder as PEFT reads it
+    check(os.path.join(d, "adapter"), c["r"], c["alpha"], c["rslora"], quiet=True)
 
 
-def check(d, r, alpha, rslora):
+def check(d, r, alpha, rslora, quiet=False):
     ac, s, mods = load_adapter(d)
     assert ac["peft_type"] == "LORA" and ac["r"] == r and ac["lora_alpha"] == alpha, ac
     assert ac["use_rslora"] == rslora and ac["bias"] == "none" and not ac["use_dora"] and ac["modules_to_save"] is None, ac
@@ -94,7 +98,8 @@ def check(d, r, alpha, rslora):
         assert ab["A"].shape[0] == r and ab["B"].shape[1] == r, mod
         short = mod.split(".")[-1]
         assert short in ac["target_modules"] or mod in ac["target_modules"], (mod, ac["target_modules"])
-    print(f"ok {2 * len(mods)}")
+    if not quiet:
+        print(f"ok {2 * len(mods)}")
 
 
 def write(d, cfg_path, r, alpha, seed):
@@ -130,6 +135,12 @@ def merge(base, adapter, out):
 
 def main(argv):
     torch.set_num_threads(2)
+    if len(argv) == 3 and argv[1] == "batch":   # one command per line (the forms above): one torch start-up for all
+        with open(argv[2]) as f:
+            for line in f:
+                if line.strip() and main([argv[0]] + line.split()) != 0:
+                    return 1
+        return 0
     if len(argv) >= 3 and argv[1] == "case":
         for d in argv[2:]:
             run_case(d)
