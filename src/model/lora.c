@@ -51,7 +51,12 @@ int lora_match_string(lora_match *m, const char *s, char *err, size_t errlen) {
     }
     if (strlen(s) >= sizeof m->regex) { snprintf(err, errlen, "regex longer than %zu characters", sizeof m->regex - 1); return -1; }
     regex_t re;
-    if (regcomp(&re, s, REG_EXTENDED) != 0) { snprintf(err, errlen, "'%s' is not a valid regex", s); return -1; }
+    char anchored[sizeof m->regex + 8];
+    snprintf(anchored, sizeof anchored, "^(%s)$", s);
+    if (regcomp(&re, s, REG_EXTENDED) != 0 || (regfree(&re), regcomp(&re, anchored, REG_EXTENDED)) != 0) {
+        snprintf(err, errlen, "'%s' is not a valid regex", s);
+        return -1;
+    }
     regfree(&re);
     m->is_regex = 1;
     snprintf(m->regex, sizeof m->regex, "%s", s);
@@ -68,12 +73,12 @@ static int name_is_projection(const char *name) {
 
 int lora_match_module(const lora_match *m, const char *name) {
     if (!m->set) return 0;
-    if (m->is_regex) {
+    if (m->is_regex) {   // re.fullmatch: the pattern anchored at both ends
+        char anchored[sizeof m->regex + 8];
+        snprintf(anchored, sizeof anchored, "^(%s)$", m->regex);
         regex_t re;
-        if (regcomp(&re, m->regex, REG_EXTENDED) != 0) return 0;
-        regmatch_t mt;
-        int ok = regexec(&re, name, 1, &mt, 0) == 0 && mt.rm_so == 0 && mt.rm_eo == (regoff_t)strlen(name);
-        // POSIX returns the leftmost-longest match, so a full match exists iff the longest one from 0 spans the name
+        if (regcomp(&re, anchored, REG_EXTENDED | REG_NOSUB) != 0) return 0;
+        int ok = regexec(&re, name, 0, NULL, 0) == 0;
         regfree(&re);
         return ok;
     }

@@ -266,6 +266,7 @@ static rowgemm_out mm_out(const rollout_engine *e, float *out, int64_t ldo, cons
 static void lora_side(const rollout_engine *e, int l, int p, float *y, int64_t ldy, const float *x, int64_t T) {
     const decoder_model *m = e->m;
     if (!m->lora || !m->lora_on || e->lora_merged || !lora_adapted(m->lora, l, p)) return;
+    CHECK(e->lora_u, "rollout: adapters attached after rollout_engine_new (call decoder_set_lora first)");
     const lora_layout *ll = m->lora;
     const int64_t i = (int64_t)l * LORA_NPROJ + p, r = ll->rank;
     rowgemm_forward(e->lora_u, r, x, m->lora_w + ll->a_off[i], T, ll->in[p], r, 0);

@@ -99,7 +99,7 @@ typedef struct rollout_engine rollout_engine;
 // by the next rollout_generate without a copy; with weights_bf16 or lora_merge, call rollout_engine_sync_weights
 // after each update. LoRA adapters attached to the model (and switched on) are applied as the side path
 // y += s·(x·Aᵀ)·Bᵀ after each adapted product, read from the model's adapter buffer, so the sampling policy is the
-// trained one. Allocates the KV pool (cfg->kv_cache_bytes) once.
+// trained one (attach them with decoder_set_lora before rollout_engine_new). Allocates the KV pool (cfg->kv_cache_bytes) once.
 rollout_engine *rollout_engine_new(decoder_model *m, const rollout_config *cfg);
 void rollout_engine_free(rollout_engine *e);
 void rollout_engine_sync_weights(rollout_engine *e);
