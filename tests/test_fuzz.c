@@ -10,7 +10,8 @@
 // the tokenizer files rlc's BPE trainer writes (tokenizer.json, tokenizer_config.json, generation_config.json;
 // each then loaded, rendering a conversation, encoding and decoding), the trainer YAML, prompt datasets (raw GSM8K and verl rows),
 // SFT text and SFT id JSONL, Parquet rows (arrow-rs and hyparquet-writer files), the AdamW state file, the PPO critic's
-// checkpoint (model.safetensors with score.*) and its value-head optimizer state, and the input files of `rlc generate` (prompt, messages
+// checkpoint (model.safetensors with score.*) and its value-head optimizer state, a PEFT LoRA adapter folder
+// (adapter_config.json, adapter_model.safetensors), and the input files of `rlc generate` (prompt, messages
 // and input_ids lines, on a tiny model with the BPE trainer's tokenizer) and `rlc logprob` (id sequences), run
 // as the rlc binary itself ($RLC_BUILD/rlc).
 // Regression cases (test_regressions) hold the minimized inputs coverage-guided fuzzing (fuzz/) found.
@@ -31,6 +32,7 @@
 #include "io/checkpoint.h"
 #include "io/hf_cache.h"
 #include "trainer/run_state.h"
+#include "io/peft.h"
 #include "io/safetensors.h"
 #include "model/config.h"
 #include "template/chat_render.h"
@@ -340,6 +342,18 @@ static void read_hf_ref(void *path) {
     snprintf(hub, sizeof hub, "%s/hub", DIR_);
     setenv("HF_HUB_CACHE", hub, 1);
     free(hf_resolve_model("Org/Fuzz", "--model"));
+}
+
+// A PEFT adapter folder holding path (adapter_config.json or adapter_model.safetensors), for the tiny model.
+static void read_adapter(void *path) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", (const char *)path);
+    *strrchr(dir, '/') = 0;
+    lora_layout ll;
+    param_set ad;
+    peft_load(dir, &ADAM_PL.cfg, &ll, &ad);
+    param_set_free(&ad);
+    lora_layout_free(&ll);
 }
 
 static void read_adamw(void *path) {
@@ -679,6 +693,33 @@ int main(void) {
     }
     fuzz_target(&T_SFT_IDS, SFT_IDS_JSONL, sizeof SFT_IDS_JSONL - 1, cases, s0 + 7);
     fuzz_target(&T_ADAM, adam_seed, adam_n, cases, s0 + 8);
+    {   // a PEFT LoRA adapter folder of the tiny model (rank 2, all-linear), each file fuzzed in turn
+        lora_config lc;
+        lora_config_default(&lc);
+        lc.rank = 2;
+        lora_layout ll;
+        lora_layout_init(&ll, &ADAM_PL.cfg, &lc, NULL);
+        param_set ad;
+        param_set_init(&ad, &ll.pl);
+        lora_init_weights(&ll, &ad, 1);
+        char adir[4200], ac_path[4300], aw_path[4300];
+        snprintf(adir, sizeof adir, "%s/adapter", DIR_);
+        peft_save(adir, &ll, &ad, "tiny");
+        param_set_free(&ad);
+        lora_layout_free(&ll);
+        snprintf(ac_path, sizeof ac_path, "%s/adapter_config.json", adir);
+        snprintf(aw_path, sizeof aw_path, "%s/adapter_model.safetensors", adir);
+        size_t ac_n, aw_n;
+        char *ac_seed = rlc_read_file(ac_path, &ac_n), *aw_seed = rlc_read_file(aw_path, &aw_n);
+        uint64_t ahl = 0;
+        memcpy(&ahl, aw_seed, 8);
+        const target T_ADAPTER_CFG = {"adapter_config.json", "adapter", 0, read_adapter};
+        const target T_ADAPTER_ST = {"adapter_model.safetensors", "adapter", 8 + (size_t)ahl, read_adapter};
+        fuzz_target(&T_ADAPTER_CFG, ac_seed, ac_n, cases, s0 + 33);
+        fuzz_target(&T_ADAPTER_ST, aw_seed, aw_n, cases, s0 + 34);
+        free(ac_seed);
+        free(aw_seed);
+    }
     // Parquet: arrow-rs's v1 pages with dictionaries, and hyparquet's v2 pages with DELTA encodings
     size_t pq_n;
     char *pq_seed = parquet_seed("arrow", "codec=none pages=1 dict=1", &pq_n);

@@ -23,6 +23,7 @@
 #include "data/jsonl.h"
 #include "io/checkpoint.h"
 #include "io/hf_cache.h"
+#include "io/peft.h"
 #include "model/decoder.h"
 #include "rollout/engine.h"
 #include "tokenizer/tokenizer.h"
@@ -31,7 +32,8 @@ static const char *USAGE =
     "rlc generate --model DIR|ORG/NAME --prompts IN.jsonl --out OUT.jsonl [--n N] [--temperature T] [--top-p P] [--top-k K] "
     "[--greedy] [--max-new-tokens M] [--seed S] [--kv-cache-bytes B] [--threads N] [--ignore-eos] [--no-prompt-sharing] "
     "[--bf16-weights] [--kv-cache-dtype fp32|bf16] [--max-num-seqs N] [--max-batched-tokens N] [--tokenizer DIR] "
-    "[--chat-template auto|qwen3|plain|FILE.jinja] [--enable-thinking true|false] [--allow-nonfinite]";
+    "[--chat-template auto|qwen3|plain|FILE.jinja] [--enable-thinking true|false] [--adapter DIR [--merge-adapter]] "
+    "[--allow-nonfinite]";
 
 typedef struct {
     int n;
@@ -146,6 +148,9 @@ int cmd_generate(int argc, char **argv) {
     const char *chat = cli_opt(&a, "chat-template");
     const char *think = cli_opt(&a, "enable-thinking");
     const int allow_nonfinite = cli_flag(&a, "allow-nonfinite");   // load non-finite weights (forensics)
+    const char *adapter = cli_opt(&a, "adapter");   // a PEFT LoRA folder: the unmerged side path, or merged weights
+    rc.lora_merge = cli_flag(&a, "merge-adapter");
+    if (rc.lora_merge && !adapter) rlc_die("generate: --merge-adapter needs --adapter DIR");
     cli_check_unknown(&a, USAGE);
     int enable_thinking = -1;
     if (think) {
@@ -187,6 +192,12 @@ int cmd_generate(int argc, char **argv) {
     const double t_load = rlc_now() - t0;
     decoder_model m;
     decoder_model_init(&m, &pl, &pset, &be);
+    lora_layout ll;
+    param_set ad = {0};
+    if (adapter) {
+        peft_load(adapter, &cfg, &ll, &ad);
+        decoder_set_lora(&m, &ll, ad.data, NULL);
+    }
     rollout_engine *e = rollout_engine_new(&m, &rc);
     rollout_prompt *pr = rlc_calloc((size_t)ps.n, sizeof *pr);
     for (int i = 0; i < ps.n; i++) pr[i] = (rollout_prompt){ps.ids[i], ps.len[i], (uint64_t)i};
@@ -242,6 +253,7 @@ int cmd_generate(int argc, char **argv) {
     free(ps.len);
     if (tok) rlc_tok_free(tok);
     decoder_model_free(&m);
+    if (adapter) { param_set_free(&ad); lora_layout_free(&ll); }
     param_set_free(&pset);
     param_layout_free(&pl);
     free(model_dir);

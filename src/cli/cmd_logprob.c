@@ -18,10 +18,12 @@
 #include "data/jsonl.h"
 #include "io/checkpoint.h"
 #include "io/hf_cache.h"
+#include "io/peft.h"
 #include "model/decoder.h"
 
 static const char *USAGE =
-    "rlc logprob --model DIR|ORG/NAME --data IN.jsonl --out OUT.jsonl [--temperature T] [--max-batch-tokens N] [--threads N] [--allow-nonfinite]";
+    "rlc logprob --model DIR|ORG/NAME --data IN.jsonl --out OUT.jsonl [--temperature T] [--max-batch-tokens N] [--threads N] "
+    "[--adapter DIR] [--allow-nonfinite]";
 
 typedef struct {
     int n;             // sequences
@@ -85,6 +87,7 @@ int cmd_logprob(int argc, char **argv) {
     int threads = (int)cli_int(&args, "threads", 0, 0, 1024);
     // forensics on a broken checkpoint: load non-finite weights and write non-finite outputs as null
     const int allow_nonfinite = cli_flag(&args, "allow-nonfinite");
+    const char *adapter = cli_opt(&args, "adapter");   // a PEFT LoRA folder applied unmerged on the base
     cli_check_unknown(&args, USAGE);
 
     backend_ctx be;
@@ -100,6 +103,12 @@ int cmd_logprob(int argc, char **argv) {
     double t_load = rlc_now() - t0;
     decoder_model m;
     decoder_model_init(&m, &pl, &ps, &be);
+    lora_layout ll;
+    param_set ad = {0};
+    if (adapter) {
+        peft_load(adapter, &cfg, &ll, &ad);
+        decoder_set_lora(&m, &ll, ad.data, NULL);
+    }
 
     int64_t max_len = 0;
     for (int i = 0; i < ss.n; i++)
@@ -151,6 +160,7 @@ int cmd_logprob(int argc, char **argv) {
     free(cu); free(pos); free(targets); free(logp); free(ent);
     free(ss.tokens); free(ss.start);
     decoder_model_free(&m);
+    if (adapter) { param_set_free(&ad); lora_layout_free(&ll); }
     param_set_free(&ps);
     param_layout_free(&pl);
     free(model_dir);

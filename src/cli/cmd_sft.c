@@ -1,4 +1,5 @@
-// cmd_sft.c: `rlc sft` supervised fine-tuning on marked tokens (src/trainer/sft.h), writes an HF checkpoint.
+// cmd_sft.c: `rlc sft` supervised fine-tuning on marked tokens (src/trainer/sft.h), writes an HF checkpoint, or with
+// --lora-rank trains only LoRA adapters on the frozen base and writes PEFT's adapter folder.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #include "core/common.h"
 #include "io/checkpoint.h"
 #include "io/hf_cache.h"
+#include "io/peft.h"
 #include "model/decoder.h"
 #include "data/dataset.h"
 #include "data/rows.h"
@@ -69,13 +71,28 @@ static const char *USAGE =
     "        [--log-every N]   (a terminal shows one updating progress line; elsewhere a line every N steps, 10)\n"
     "        [--activation-checkpoint none|selective|full] [--save-dtype f32|bf16|f16] [--save-optimizer]\n"
     "        [--resume-optimizer OPT.bin] [--chat-template auto|qwen3|plain|FILE.jinja]\n"
+    "        [--lora-rank R [--lora-alpha A] [--target-modules M] [--exclude-modules M] [--use-rslora] [--adapter DIR]\n"
+    "         [--base-dtype bf16|fp32]]\n"
     "        (mpirun -np N rlc sft ...: data parallel, see docs/distributed.md)\n"
     "  IN.jsonl lines: {\"input_ids\": [...], \"loss_mask\": [...]} of equal length; loss_mask[t] = 1 trains\n"
     "  the model to predict input_ids[t] from input_ids[0..t-1] (loss_mask[0] is ignored).\n"
     "  Text lines {\"prompt\": ..., \"response\": ...} or {\"messages\": [...]} are tokenized with the model's\n"
     "  tokenizer and chat template (--chat-template replaces the checkpoint's); the loss then covers the\n"
     "  response (assistant) tokens.\n"
-    "  Loss: cross-entropy, token-mean over each global batch of B sequences (shuffled per epoch by --seed).";
+    "  Loss: cross-entropy, token-mean over each global batch of B sequences (shuffled per epoch by --seed).\n"
+    "  LoRA (--lora-rank R > 0): only rank-R adapters train (alpha 16 by default); --target-modules is all-linear\n"
+    "  (default), a comma list of module names (q_proj,v_proj; or full names), or a regex (any of *()[]|?+^$\\)\n"
+    "  fullmatched on names like model.layers.0.self_attn.q_proj; --adapter DIR continues a PEFT adapter. The frozen\n"
+    "  base is kept in bf16 (--base-dtype, default bf16: lossless for a bf16 checkpoint), widened per block. --out\n"
+    "  then receives the PEFT adapter folder (adapter_config.json, adapter_model.safetensors).";
+
+// A --target-modules / --exclude-modules value: all-linear, a regex (it holds a regex operator), or a comma list.
+static void lora_match_arg(lora_match *m, const char *opt, const char *v) {
+    char err[256];
+    int rc = strcmp(v, "all-linear") == 0 || strpbrk(v, "*()[]|?+^$\\") ? lora_match_string(m, v, err, sizeof err)
+                                                                          : lora_match_list(m, v, err, sizeof err);
+    if (rc != 0) rlc_die("sft: --%s: %s", opt, err);
+}
 
 int cmd_sft(int argc, char **argv) {
     cli_args a;
@@ -127,11 +144,28 @@ int cmd_sft(int argc, char **argv) {
     const char *resume_opt = cli_opt(&a, "resume-optimizer");
     int64_t log_every = cli_int(&a, "log-every", 10, 1, INT64_MAX);
     const char *chat_template = cli_opt(&a, "chat-template");
+    lora_config lc;
+    lora_config_default(&lc);
+    lc.rank = (int)cli_int(&a, "lora-rank", 0, 0, 65536);
+    lc.alpha = (float)cli_double(&a, "lora-alpha", 16.0, -1e30, 1e30);
+    const char *tm = cli_opt(&a, "target-modules"), *em = cli_opt(&a, "exclude-modules");
+    if (tm) lora_match_arg(&lc.target, "target-modules", tm);
+    if (em) lora_match_arg(&lc.exclude, "exclude-modules", em);
+    lc.use_rslora = cli_flag(&a, "use-rslora");
+    const char *adapter_in = cli_opt(&a, "adapter");
+    const char *base_dt = cli_opt(&a, "base-dtype");
+    if (base_dt && strcmp(base_dt, "bf16") != 0 && strcmp(base_dt, "fp32") != 0)
+        rlc_die("sft: --base-dtype must be bf16 or fp32, got '%s'", base_dt);
+    const int base_bf16 = !base_dt || strcmp(base_dt, "bf16") == 0;
+    const int use_lora = lc.rank > 0 || adapter_in;
+    if (!use_lora && (tm || em || lc.use_rslora || base_dt))
+        rlc_die("sft: --target-modules, --exclude-modules, --use-rslora and --base-dtype need --lora-rank");
     cli_check_unknown(&a, USAGE);
 
     dist_ctx dd;   // world 1 unless launched by mpirun (data-parallel SFT, src/dist/dist_sft.h)
     dist_init(&dd, NULL, NULL);
     const int use_dist = dd.world > 1 || resume_opt;
+    if (use_lora && use_dist) rlc_die("sft: LoRA (--lora-rank / --adapter) runs in one process without --resume-optimizer");
     const int root = dd.rank == 0;
     if (!root) { FILE *nul = fopen("/dev/null", "w"); if (nul) { fflush(stdout); dup2(fileno(nul), 1); fclose(nul); } }
     backend_ctx be;
@@ -143,6 +177,29 @@ int cmd_sft(int argc, char **argv) {
     checkpoint_load(model_dir, &cfg, &pl, &ps);
     decoder_model m;
     decoder_model_init(&m, &pl, &ps, &be);
+    lora_layout ll;
+    param_set ad = {0};
+    param_bf16 pb = {0};
+    if (use_lora) {   // the adapters train; the base stays as loaded
+        static const lora_keys keys = {"--lora-rank", "--lora-alpha", "--target-modules"};
+        if (adapter_in) peft_load(adapter_in, &cfg, &ll, &ad);
+        else {
+            lora_layout_init(&ll, &cfg, &lc, &keys);
+            param_set_init(&ad, &ll.pl);
+            lora_init_weights(&ll, &ad, c.seed);
+        }
+        decoder_set_lora(&m, &ll, ad.data, NULL);
+        if (base_bf16) {   // the frozen base in bf16, widened per block where used; the fp32 copy goes
+            param_bf16_init(&pb, &ps);
+            param_set_free(&ps);
+            m.get_block = param_bf16_get_block;
+            m.get_block_ctx = &pb;
+        }
+        char line[160];
+        lora_trainable_line(&ll, line, sizeof line);
+        printf("rlc sft: LoRA r %d alpha %g%s scale %g: %s; frozen base %s\n", ll.rank, (double)ll.alpha,
+               ll.use_rslora ? " (rsLoRA)" : "", (double)ll.scale, line, base_bf16 ? "bf16" : "fp32");
+    }
     sft_dataset d;
     sft_dataset_init(&d);
     load_sft_data(&d, data, model_dir, &cfg, chat_template);
@@ -180,7 +237,9 @@ int cmd_sft(int argc, char **argv) {
     progress_end(&prog);
     double t1 = rlc_now();
     int ncopied = 0;
-    if (root) {
+    if (root && use_lora) {
+        peft_save(out, &ll, &ad, cli_opt(&a, "model"));
+    } else if (root) {
         checkpoint_save(out, &ps, save_dtype);
         ncopied = checkpoint_copy_tokenizer(model_dir, out);
     }
@@ -191,12 +250,14 @@ int cmd_sft(int argc, char **argv) {
     }
     printf("rlc sft: %lld steps, loss %.6f -> %.6f, %.1f tokens/s, %lld skipped; wrote %s (%s%s, %d tokenizer files) in "
            "%.2f s; peak RSS %.2f GiB\n", (long long)s.steps, s.first_loss, s.last_loss,
-           s.seconds > 0 ? (double)s.tokens / s.seconds : 0.0, (long long)s.skipped, out, st_dtype_name(save_dtype),
+           s.seconds > 0 ? (double)s.tokens / s.seconds : 0.0, (long long)s.skipped, out, use_lora ? "PEFT adapter, F32" : st_dtype_name(save_dtype),
            save_opt ? ", optimizer.bin" : "", ncopied, rlc_now() - t1, (double)rlc_peak_rss() / (1 << 30));
     if (!use_dist) engine_free(&e);
     free(opt_path);
     sft_dataset_free(&d);
     decoder_model_free(&m);
+    if (use_lora) { param_set_free(&ad); lora_layout_free(&ll); }
+    if (pb.w16) param_bf16_free(&pb);
     param_set_free(&ps);
     param_layout_free(&pl);
     free(model_dir);

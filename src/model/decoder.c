@@ -43,6 +43,9 @@ typedef struct {
     float *rstd_ao; // (T)
     float *mlp_o;   // (T, H) down(act), the input of post_feedforward_layernorm
     float *rstd_mo; // (T)
+    // LoRA only (NULL otherwise): u of projection p at lora_u + p * lora_ld, (T, r) = x·Aᵀ, kept for dA and dB
+    float *lora_u;  // (LORA_NPROJ, lora_ld)
+    int64_t lora_ld;
 } layer_acts;
 
 typedef struct {
@@ -137,8 +140,9 @@ static void mm_fwd(float *out, float beta, const float *inp, const float *w, int
 static void mm_bwd_in(float *dinp, float beta, const float *dout, const float *w, int64_t T, int64_t C, int64_t OC) {
     backend_sgemm(0, 0, T, C, OC, 1.f, dout, OC, w, C, beta, dinp, C);
 }
-// dw (OC, C) += dout^T (OC, T) @ inp (T, C)
+// dw (OC, C) += dout^T (OC, T) @ inp (T, C); dw NULL (a frozen base): nothing
 static void mm_bwd_w(float *dw, const float *dout, const float *inp, int64_t T, int64_t C, int64_t OC) {
+    if (!dw) return;
     backend_sgemm(1, 0, OC, C, T, 1.f, dout, OC, inp, C, 1.f, dw, C);
 }
 
@@ -154,6 +158,8 @@ struct decoder_ws {
     float *rstd_f;     // (T)
     float *hidden;     // (T, H) final-normed hidden of the last inference forward
     int64_t hidden_T;  // tokens in `hidden`
+    float *lora_u;     // (LORA_NPROJ, lora_cap) LoRA side-path scratch
+    int64_t lora_cap;  // floats per projection
 };
 
 static void ws_reserve(const decoder_model *m, int64_t T) {
@@ -201,6 +207,9 @@ struct decoder_acts {
     float *dG;          // (T, max(I, nh*D + 2*nkv*D)): d(gate), then dq | dk | dv
     float *dU;          // (T, max(I, nh*D + nkv*D)): d(up), then dq_pre | dk_pre
     float *dS;          // (T, H) gradient of a sandwich norm's input (sandwich norms only)
+    float *lora_mem;    // LoRA: (n, LORA_NPROJ, T_max*r) saved u (n = L in mode none, else 1), then du (T_max*r)
+    int64_t lora_numel; // floats in lora_mem
+    int lora_fwd;       // the last forward ran the side path
     int64_t T;          // tokens of the last forward
     int have_forward, have_head, have_ent;
     float head_temperature;
@@ -279,6 +288,7 @@ decoder_acts *decoder_acts_new(const model_config *cfg, int64_t T_max, ckpt_mode
 void decoder_acts_free(decoder_acts *a) {
     if (!a) return;
     rlc_free(a->mem);
+    rlc_free(a->lora_mem);
     free(a->la);
     free(a);
 }
@@ -326,9 +336,88 @@ void decoder_model_free(decoder_model *m) {
     rope_table_free(&m->rope);
     if (m->has_rope_local) rope_table_free(&m->rope_local);
     free(m->block_w);
-    if (m->ws) rlc_free(m->ws->mem);
+    if (m->ws) { rlc_free(m->ws->mem); rlc_free(m->ws->lora_u); }
     free(m->ws);
     memset(m, 0, sizeof *m);
+}
+
+void decoder_set_lora(decoder_model *m, const lora_layout *ll, float *w, float *g) {
+    if (ll) {
+        CHECK(ll->L == m->cfg->num_hidden_layers && ll->pl.cfg.hidden_size == m->cfg->hidden_size &&
+                  ll->pl.cfg.intermediate_size == m->cfg->intermediate_size,
+              "adapters built for another model (%d layers)", ll->L);
+        CHECK(w, "adapter weights");
+    }
+    m->lora = ll;
+    m->lora_w = ll ? w : NULL;
+    m->lora_grad = ll ? g : NULL;
+    m->lora_on = ll != NULL;
+    m->base_frozen = ll != NULL;
+}
+
+void decoder_lora_enable(decoder_model *m, int on) { m->lora_on = m->lora && on; }
+
+static int lora_active(const decoder_model *m) { return m->lora && m->lora_on; }
+
+// The inference scratch's side-path buffers for T tokens.
+static void ws_lora(const decoder_model *m, int64_t T) {
+    decoder_ws *ws = m->ws;
+    ws->la.lora_u = NULL;
+    if (!lora_active(m)) return;
+    int64_t need = T * m->lora->rank;
+    if (need > ws->lora_cap) {
+        rlc_free(ws->lora_u);
+        ws->lora_cap = max64(need, 2 * ws->lora_cap);
+        ws->lora_u = rlc_alloc((size_t)(LORA_NPROJ * ws->lora_cap) * sizeof(float));
+    }
+    ws->la.lora_u = ws->lora_u;
+    ws->la.lora_ld = ws->lora_cap;
+}
+
+// Point each layer's lora_u into a->lora_mem (grown for this rank) when the side path runs.
+static void acts_lora(const decoder_model *m, decoder_acts *a) {
+    a->lora_fwd = lora_active(m);
+    if (!a->lora_fwd) return;
+    const int64_t r = m->lora->rank, per = LORA_NPROJ * a->T_max * r, nl = a->mode == CKPT_NONE ? a->cfg.num_hidden_layers : 1;
+    const int64_t need = nl * per + a->T_max * r;
+    if (need > a->lora_numel) {
+        rlc_free(a->lora_mem);
+        a->bytes += (need - a->lora_numel) * (int64_t)sizeof(float);
+        a->lora_mem = rlc_alloc((size_t)need * sizeof(float));
+        a->lora_numel = need;
+    }
+    for (int l = 0; l < a->cfg.num_hidden_layers; l++) {
+        a->la[l].lora_u = a->lora_mem + (a->mode == CKPT_NONE ? l : 0) * per;
+        a->la[l].lora_ld = a->T_max * r;
+    }
+}
+
+// y (T, out) += s·(x·Aᵀ)·Bᵀ for projection p of layer l, keeping u (T, r) = x·Aᵀ in la (y NULL: only u).
+// Nothing where the side path is off or p is not adapted in layer l.
+static void lora_fwd(const decoder_model *m, const layer_acts *la, int l, int p, float *y, const float *x, int64_t T) {
+    if (!lora_active(m)) return;
+    const lora_layout *ll = m->lora;
+    const int64_t i = (int64_t)l * LORA_NPROJ + p;
+    if (ll->a_off[i] < 0) return;
+    const int64_t r = ll->rank, in = ll->in[p], out = ll->out[p];
+    float *u = la->lora_u + p * la->lora_ld;
+    backend_sgemm(0, 1, T, r, in, 1.f, x, in, m->lora_w + ll->a_off[i], in, 0.f, u, r);             // u (T, r) = x·Aᵀ
+    if (y) backend_sgemm(0, 1, T, out, r, ll->scale, u, r, m->lora_w + ll->b_off[i], r, 1.f, y, out);   // y += s·u·Bᵀ
+}
+
+// Given dy (T, out) of projection p: dB += s·dyᵀ·u; du = s·dy·B; dA += duᵀ·x; dx (T, in) += du·A. du: (T, r) scratch.
+static void lora_bwd(const decoder_model *m, const layer_acts *la, float *du, int l, int p, float *dx, const float *dy,
+                     const float *x, int64_t T) {
+    if (!lora_active(m)) return;
+    const lora_layout *ll = m->lora;
+    const int64_t i = (int64_t)l * LORA_NPROJ + p;
+    if (ll->a_off[i] < 0) return;
+    const int64_t r = ll->rank, in = ll->in[p], out = ll->out[p];
+    const float *u = la->lora_u + p * la->lora_ld, *A = m->lora_w + ll->a_off[i], *B = m->lora_w + ll->b_off[i];
+    if (m->lora_grad) backend_sgemm(1, 0, out, r, T, ll->scale, dy, out, u, r, 1.f, m->lora_grad + ll->b_off[i], r);
+    backend_sgemm(0, 0, T, r, out, ll->scale, dy, out, B, r, 0.f, du, r);
+    if (m->lora_grad) backend_sgemm(1, 0, r, in, T, 1.f, du, r, x, in, 1.f, m->lora_grad + ll->a_off[i], in);
+    backend_sgemm(0, 0, T, in, r, 1.f, du, r, A, in, 1.f, dx, in);
 }
 
 static float *block_ptr(const decoder_model *m, int b) {
@@ -369,6 +458,9 @@ static void layer_qkv(const decoder_model *m, int l, const layer_weights *lw, la
     mm_fwd(qp, 0.f, la->h1, lw->wq, T, d.H, d.QD);
     mm_fwd(kp, 0.f, la->h1, lw->wk, T, d.H, d.KD);
     mm_fwd(la->v, 0.f, la->h1, lw->wv, T, d.H, d.KD);
+    lora_fwd(m, la, l, LORA_Q, qp, la->h1, T);
+    lora_fwd(m, la, l, LORA_K, kp, la->h1, T);
+    lora_fwd(m, la, l, LORA_V, la->v, la->h1, T);
     if (lw->bq) {
         bias_forward(qp, lw->bq, T, d.QD);
         bias_forward(kp, lw->bk, T, d.KD);
@@ -385,10 +477,11 @@ static void layer_qkv(const decoder_model *m, int l, const layer_weights *lw, la
 // x_mid = x_in + o_proj(attn) (sandwich: + post_attn_norm(o_proj(attn))); h2 = the pre-MLP norm of x_mid;
 // act = glu(gate, up); x_out = x_mid + down(act) (sandwich: + post_ff_norm(down(act))). x_out NULL: stop after
 // act, as the backward's recompute needs. x_mid/x_out may alias x_in.
-static void layer_out(const decoder_model *m, const layer_weights *lw, layer_acts *la, float *x_out, int64_t T) {
+static void layer_out(const decoder_model *m, int l, const layer_weights *lw, layer_acts *la, float *x_out, int64_t T) {
     dims d = dims_of(m->cfg);
     if (d.sandwich) {
         mm_fwd(la->attn_o, 0.f, la->attn, lw->wo, T, d.QD, d.H);
+        lora_fwd(m, la, l, LORA_O, la->attn_o, la->attn, T);
         if (lw->bo) bias_forward(la->attn_o, lw->bo, T, d.H);
         rmsnorm_forward_off(la->h2, la->rstd_ao, la->attn_o, lw->post_norm, d.w_off, T, d.H, d.eps);   // h2: scratch here
         residual_forward(la->x_mid, la->x_in, la->h2, T * d.H);
@@ -396,11 +489,14 @@ static void layer_out(const decoder_model *m, const layer_weights *lw, layer_act
     } else {
         copy_par(la->x_mid, la->x_in, T * d.H);
         mm_fwd(la->x_mid, 1.f, la->attn, lw->wo, T, d.QD, d.H);
+        lora_fwd(m, la, l, LORA_O, la->x_mid, la->attn, T);
         if (lw->bo) bias_forward(la->x_mid, lw->bo, T, d.H);
         rmsnorm_forward_off(la->h2, la->rstd2, la->x_mid, lw->post_norm, d.w_off, T, d.H, d.eps);
     }
     mm_fwd(la->gate, 0.f, la->h2, lw->w_gate, T, d.H, d.I);
     mm_fwd(la->up, 0.f, la->h2, lw->w_up, T, d.H, d.I);
+    lora_fwd(m, la, l, LORA_GATE, la->gate, la->h2, T);
+    lora_fwd(m, la, l, LORA_UP, la->up, la->h2, T);
     if (lw->b_gate) {
         bias_forward(la->gate, lw->b_gate, T, d.I);
         bias_forward(la->up, lw->b_up, T, d.I);
@@ -409,6 +505,7 @@ static void layer_out(const decoder_model *m, const layer_weights *lw, layer_act
     if (!x_out) return;
     if (d.sandwich) {
         mm_fwd(la->mlp_o, 0.f, la->act, lw->w_down, T, d.I, d.H);
+        lora_fwd(m, la, l, LORA_DOWN, la->mlp_o, la->act, T);
         if (lw->b_down) bias_forward(la->mlp_o, lw->b_down, T, d.H);
         float *tmp = x_out == la->x_mid ? la->attn_o : x_out;   // attn_o is spent when the stream is updated in place
         rmsnorm_forward_off(tmp, la->rstd_mo, la->mlp_o, lw->post_ff_norm, d.w_off, T, d.H, d.eps);
@@ -416,6 +513,7 @@ static void layer_out(const decoder_model *m, const layer_weights *lw, layer_act
     } else {
         copy_par(x_out, la->x_mid, T * d.H);
         mm_fwd(x_out, 1.f, la->act, lw->w_down, T, d.I, d.H);
+        lora_fwd(m, la, l, LORA_DOWN, x_out, la->act, T);
         if (lw->b_down) bias_forward(x_out, lw->b_down, T, d.H);
     }
 }
@@ -430,7 +528,7 @@ static void layer_forward(const decoder_model *m, int l, const layer_weights *lw
                           const decoder_batch *b, int do_attn) {
     layer_qkv(m, l, lw, la, b->pos, b->T);
     if (do_attn) layer_attention(m, l, la, b);
-    layer_out(m, lw, la, x_out, b->T);
+    layer_out(m, l, lw, la, x_out, b->T);
 }
 
 // x (T, H) = embed_tokens[tokens] * embed_scale
@@ -464,6 +562,7 @@ void decoder_forward(decoder_model *m, decoder_acts *a, const decoder_batch *b, 
         CHECK(T <= a->T_max, "batch of %lld tokens > acts T_max %lld", (long long)T, (long long)a->T_max);
         CHECK(a->cfg.hidden_size == d.H && a->cfg.num_hidden_layers == d.L, "acts built for another config");
         a->have_forward = a->have_head = 0;
+        acts_lora(m, a);
         embed(m, a->la[0].x_in, b->tokens, T);
         for (int l = 0; l < d.L; l++) {
             layer_view(m, l, &lw);
@@ -476,6 +575,7 @@ void decoder_forward(decoder_model *m, decoder_acts *a, const decoder_batch *b, 
         hid = a->hidden;
     } else {
         ws_reserve(m, T);
+        ws_lora(m, T);
         decoder_ws *ws = m->ws;
         layer_acts la = ws->la;
         la.x_in = la.x_mid = ws->x;
@@ -526,8 +626,11 @@ void decoder_backward(decoder_model *m, decoder_acts *a, const decoder_batch *b,
     CHECK(a && a->have_forward && a->have_head && a->T == b->T,
           "decoder_backward needs decoder_forward and decoder_logprob with acts on the same batch first");
     CHECK(temperature == a->head_temperature, "temperature %g != forward's %g", temperature, a->head_temperature);
-    CHECK(m->get_grad_block || (grads && grads->layout->numel == m->pl->numel), "grads layout: %lld != %lld elements",
+    const int frozen = m->base_frozen;
+    CHECK(frozen || m->get_grad_block || (grads && grads->layout->numel == m->pl->numel), "grads layout: %lld != %lld elements",
           grads ? (long long)grads->layout->numel : -1LL, (long long)m->pl->numel);
+    CHECK(a->lora_fwd == lora_active(m), "the LoRA side path was %s in the forward but is %s now", a->lora_fwd ? "on" : "off",
+          lora_active(m) ? "on" : "off");
     dims d = dims_of(m->cfg);
     const int nb = m->pl->n_blocks, tied = m->cfg->tie_word_embeddings;
     const int64_t T = b->T, H = d.H;
@@ -535,7 +638,8 @@ void decoder_backward(decoder_model *m, decoder_acts *a, const decoder_batch *b,
     // head, then the rest
     zero_par(a->dhid, T * H);
     const float *w_head = decoder_lm_head(m);
-    float *g_head = tied ? grad_block(m, grads, 0) : grad_block(m, grads, nb - 1) + H;
+    // a frozen base gets no gradient: only d(hidden) flows, through the base and the side path
+    float *g_head = frozen ? NULL : tied ? grad_block(m, grads, 0) : grad_block(m, grads, nb - 1) + H;
     logprob_head_backward_cap(a->dhid, g_head, dlogp, dentropy, a->have_ent ? a->head_ent : NULL, a->hidden, w_head, targets,
                               a->head_lse, T, H, d.V, temperature, m->cfg->final_logit_softcapping);
     backward_from_hidden(m, a, b, grads);
@@ -557,15 +661,21 @@ static void backward_from_hidden(decoder_model *m, decoder_acts *a, const decode
     const int nh = (int)d.nh, nkv = (int)d.nkv, D = (int)d.D;
     float *dx = a->dx, *dh = a->dh;
     zero_par(dx, T * H);
-    rmsnorm_backward_off(dx, grad_block(m, grads, nb - 1), a->dhid, a->x_final, final_norm_w(m), d.w_off, a->rstd_f, T, H);
-    grad_done(m, nb - 1);
+    rmsnorm_backward_off(dx, frozen ? NULL : grad_block(m, grads, nb - 1), a->dhid, a->x_final, final_norm_w(m), d.w_off, a->rstd_f,
+                         T, H);
+    if (!frozen) grad_done(m, nb - 1);
 
     layer_weights lw, gw;
+    float *du = a->lora_fwd ? a->lora_mem + a->lora_numel - a->T_max * m->lora->rank : NULL;   // (T, r) side-path scratch
     for (int l = (int)d.L - 1; l >= 0; l--) {
         layer_view(m, l, &lw);
-        param_layer_view(m->pl, grad_block(m, grads, 1 + l), &gw);
+        if (frozen) memset(&gw, 0, sizeof gw);   // every base gradient pointer NULL: the kernels skip them
+        else param_layer_view(m->pl, grad_block(m, grads, 1 + l), &gw);
         layer_acts *la = &a->la[l];
-        if (a->mode != CKPT_NONE) layer_forward(m, l, &lw, la, NULL, b, a->mode == CKPT_FULL);
+        if (a->mode != CKPT_NONE) {
+            layer_forward(m, l, &lw, la, NULL, b, a->mode == CKPT_FULL);
+            if (!d.sandwich) lora_fwd(m, la, l, LORA_DOWN, NULL, la->act, T);   // the recompute stopped before down's u
+        }
         const rope_table *rt = decoder_rope(m, l);
 
         // MLP: x_out = x_mid + down(act(gate) * up) (sandwich: + post_ff_norm(down(...)))
@@ -574,6 +684,7 @@ static void backward_from_hidden(decoder_model *m, decoder_acts *a, const decode
             zero_par(a->dS, T * H);
             if (a->mode != CKPT_NONE) {   // the recompute stopped at act: mlp_o and its rstd are needed here
                 mm_fwd(la->mlp_o, 0.f, la->act, lw.w_down, T, I, H);
+                lora_fwd(m, la, l, LORA_DOWN, la->mlp_o, la->act, T);
                 if (lw.b_down) bias_forward(la->mlp_o, lw.b_down, T, H);
                 rmsnorm_forward_off(a->dh, la->rstd_mo, la->mlp_o, lw.post_ff_norm, d.w_off, T, H, d.eps);
             }
@@ -582,6 +693,7 @@ static void backward_from_hidden(decoder_model *m, decoder_acts *a, const decode
         }
         float *dact = a->dA, *dgate = a->dG, *dup = a->dU;
         mm_bwd_in(dact, 0.f, dmo, lw.w_down, T, I, H);
+        lora_bwd(m, la, du, l, LORA_DOWN, dact, dmo, la->act, T);
         mm_bwd_w(gw.w_down, dmo, la->act, T, I, H);
         if (gw.b_down) bias_backward(gw.b_down, dmo, T, H);
         zero_par(dgate, T * I);
@@ -593,6 +705,8 @@ static void backward_from_hidden(decoder_model *m, decoder_acts *a, const decode
         }
         mm_bwd_in(dh, 0.f, dgate, lw.w_gate, T, H, I);
         mm_bwd_in(dh, 1.f, dup, lw.w_up, T, H, I);
+        lora_bwd(m, la, du, l, LORA_GATE, dh, dgate, la->h2, T);
+        lora_bwd(m, la, du, l, LORA_UP, dh, dup, la->h2, T);
         mm_bwd_w(gw.w_gate, dgate, la->h2, T, H, I);
         mm_bwd_w(gw.w_up, dup, la->h2, T, H, I);
         if (d.sandwich) rmsnorm_backward_off(dx, gw.pre_ff_norm, dh, la->x_mid, lw.pre_ff_norm, d.w_off, la->rstd2, T, H);
@@ -608,6 +722,7 @@ static void backward_from_hidden(decoder_model *m, decoder_acts *a, const decode
         float *dattn = a->dA;
         float *dq = a->dG, *dk = a->dG + T * QD, *dv = a->dG + T * (QD + KD);
         mm_bwd_in(dattn, 0.f, dao, lw.wo, T, QD, H);
+        lora_bwd(m, la, du, l, LORA_O, dattn, dao, la->attn, T);
         mm_bwd_w(gw.wo, dao, la->attn, T, QD, H);
         if (gw.bo) bias_backward(gw.bo, dao, T, H);
         zero_par(a->dG, T * (QD + 2 * KD));
@@ -631,12 +746,16 @@ static void backward_from_hidden(decoder_model *m, decoder_acts *a, const decode
         mm_bwd_in(dh, 0.f, dqp, lw.wq, T, H, QD);
         mm_bwd_in(dh, 1.f, dkp, lw.wk, T, H, KD);
         mm_bwd_in(dh, 1.f, dv, lw.wv, T, H, KD);
+        lora_bwd(m, la, du, l, LORA_Q, dh, dqp, la->h1, T);
+        lora_bwd(m, la, du, l, LORA_K, dh, dkp, la->h1, T);
+        lora_bwd(m, la, du, l, LORA_V, dh, dv, la->h1, T);
         mm_bwd_w(gw.wq, dqp, la->h1, T, H, QD);
         mm_bwd_w(gw.wk, dkp, la->h1, T, H, KD);
         mm_bwd_w(gw.wv, dv, la->h1, T, H, KD);
         rmsnorm_backward_off(dx, gw.in_norm, dh, la->x_in, lw.in_norm, d.w_off, la->rstd1, T, H);
-        grad_done(m, 1 + l);
+        if (!frozen) grad_done(m, 1 + l);
     }
+    if (frozen) return;   // the embedding is frozen too
     // x = embed_tokens[tokens] * embed_scale
     if (m->cfg->embed_scale != 1.0f) {
         const float sc = m->cfg->embed_scale;
@@ -654,6 +773,7 @@ void decoder_layer_qkv(const decoder_model *m, int layer, const float *x, const 
     CHECK(layer >= 0 && layer < m->cfg->num_hidden_layers, "layer %d", layer);
     for (int64_t t = 0; t < T; t++) CHECK(pos[t] >= 0 && pos[t] < m->rope.max_pos, "pos[%lld]=%d", (long long)t, pos[t]);
     ws_reserve(m, T);
+    ws_lora(m, T);
     layer_weights lw;
     layer_view(m, layer, &lw);
     layer_acts la = m->ws->la;
@@ -667,12 +787,13 @@ void decoder_layer_qkv(const decoder_model *m, int layer, const float *x, const 
 void decoder_layer_out(const decoder_model *m, int layer, float *x, const float *attn, int64_t T) {
     CHECK(layer >= 0 && layer < m->cfg->num_hidden_layers, "layer %d", layer);
     ws_reserve(m, T);
+    ws_lora(m, T);
     layer_weights lw;
     layer_view(m, layer, &lw);
     layer_acts la = m->ws->la;
     la.x_in = la.x_mid = x;
     la.attn = (float *)attn;   // read only
-    layer_out(m, &lw, &la, x, T);
+    layer_out(m, layer, &lw, &la, x, T);
 }
 
 void decoder_final_norm(const decoder_model *m, float *hidden, const float *x, int64_t T) {

@@ -6,6 +6,7 @@
 #include "backend/backend.h"
 #include "kernels/kernels.h"
 #include "model/config.h"
+#include "model/lora.h"
 #include "model/params.h"
 
 typedef enum {
@@ -44,6 +45,12 @@ typedef struct {
     decoder_grad_done_fn grad_block_done;  // may be NULL
     void *grad_ctx;
     decoder_ws *ws;                // scratch of the inference path and the per-layer pieces (not thread safe)
+    // LoRA (decoder_set_lora): the rank-r side path y += s·(x·Aᵀ)·Bᵀ on the adapted projections, and a frozen base
+    const lora_layout *lora;       // NULL: no adapters
+    float *lora_w;                 // (lora->pl.numel) adapter weights (a trainer steps them in place)
+    float *lora_grad;              // (lora->pl.numel) where the backward accumulates dA, dB (NULL: none)
+    int lora_on;                   // 0: side path skipped (the reference policy: bitwise the base model)
+    int base_frozen;               // 1: the backward computes no base-weight gradient (grads may be NULL)
 } decoder_model;
 
 // A packed batch: n_seqs sequences back to back, T tokens in all.
@@ -59,6 +66,12 @@ void decoder_batch_positions(decoder_batch *b);   // fills pos and max_seqlen fr
 
 void decoder_model_init(decoder_model *m, const param_layout *pl, param_set *params, backend_ctx *be);
 void decoder_model_free(decoder_model *m);
+// Attach adapters (ll, weights w, gradient buffer g or NULL) and freeze the base: the side path is on, the backward
+// accumulates dA, dB into g and dx through the base, never dW of the base, its norms or the embedding.
+// ll == NULL detaches them (full fine-tuning again).
+void decoder_set_lora(decoder_model *m, const lora_layout *ll, float *w, float *g);
+// Adapters on (the policy) or off (the reference: the base forward, bitwise). No effect without adapters.
+void decoder_lora_enable(decoder_model *m, int on);
 
 // Saved activations for one micro-batch of up to T_max tokens (opaque; size depends on ckpt mode).
 typedef struct decoder_acts decoder_acts;

@@ -1,6 +1,7 @@
 // params.c: the size table that lays the decoder's parameters out into blocks, with HF tensor names.
 #include "model/params.h"
 
+#include "core/bf16.h"
 #include "core/common.h"
 
 static void add_tensor(param_layout *pl, int *cap, int block, const char *name, int ndim, int64_t d0, int64_t d1, int64_t *off) {
@@ -140,4 +141,62 @@ float *param_final_norm(const param_set *ps) { return param_block(ps, ps->layout
 float *param_lm_head(const param_set *ps) {
     if (ps->layout->cfg.tie_word_embeddings) return ps->data;
     return param_block(ps, ps->layout->n_blocks - 1) + ps->layout->cfg.hidden_size;
+}
+
+// ---- bf16 frozen copy ----------------------------------------------------------------------------------------
+
+void param_bf16_init(param_bf16 *pb, const param_set *ps) {
+    memset(pb, 0, sizeof *pb);
+    pb->pl = ps->layout;
+    const int64_t n = ps->layout->numel;
+    pb->w16 = rlc_alloc((size_t)n * sizeof(uint16_t));
+    const float *src = ps->data;
+    uint16_t *dst = pb->w16;
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
+    for (int64_t i = 0; i < n; i++) dst[i] = bf16_from_f32(src[i]);
+    pb->slot_block = -1;
+}
+
+void param_bf16_free(param_bf16 *pb) {
+    rlc_free(pb->w16);
+    rlc_free(pb->first);
+    rlc_free(pb->last);
+    rlc_free(pb->slot);
+    memset(pb, 0, sizeof *pb);
+}
+
+static void widen(float *dst, const uint16_t *src, int64_t n) {
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
+    for (int64_t i = 0; i < n; i++) dst[i] = bf16_to_f32(src[i]);
+}
+
+float *param_bf16_get_block(void *ctx, int b) {
+    param_bf16 *pb = ctx;
+    const param_layout *pl = pb->pl;
+    CHECK(b >= 0 && b < pl->n_blocks, "block %d of %d", b, pl->n_blocks);
+    const int64_t off = pl->block_off[b], n = pl->block_off[b + 1] - off;
+    if (b == 0 || b == pl->n_blocks - 1) {
+        float **p = b == 0 ? &pb->first : &pb->last;
+        if (!*p) {
+            *p = rlc_alloc((size_t)(n ? n : 1) * sizeof(float));
+            widen(*p, pb->w16 + off, n);
+        }
+        return *p;
+    }
+    if (pb->slot_block != b) {
+        if (!pb->slot) pb->slot = rlc_alloc((size_t)(pl->layer_numel ? pl->layer_numel : 1) * sizeof(float));
+        CHECK(n <= pl->layer_numel, "layer block %d: %lld > %lld elements", b, (long long)n, (long long)pl->layer_numel);
+        widen(pb->slot, pb->w16 + off, n);
+        pb->slot_block = b;
+    }
+    return pb->slot;
+}
+
+int64_t param_bf16_bytes(const param_bf16 *pb) {
+    const param_layout *pl = pb->pl;
+    int64_t b = pl->numel * (int64_t)sizeof(uint16_t);
+    if (pb->first) b += (pl->block_off[1] - pl->block_off[0]) * (int64_t)sizeof(float);
+    if (pb->last) b += (pl->block_off[pl->n_blocks] - pl->block_off[pl->n_blocks - 1]) * (int64_t)sizeof(float);
+    if (pb->slot) b += pl->layer_numel * (int64_t)sizeof(float);
+    return b;
 }

@@ -104,6 +104,23 @@ typedef struct {
 // Pointers for layer l given the start of that layer's block (e.g. ps->data + block_off[1+l]).
 void param_layer_view(const param_layout *pl, float *block_base, layer_weights *lw);
 static inline float *param_block(const param_set *ps, int b) { return ps->data + ps->layout->block_off[b]; }
+// A frozen parameter set stored in bf16 (round-to-nearest-even: lossless for a bf16 checkpoint), half the bytes of
+// fp32, read by the decoder through decoder_model.get_block = param_bf16_get_block, which widens block b to fp32 right
+// before use. The embedding block and the final-norm/lm_head block are widened once and kept (the forward, the head
+// and its backward all read them); the layer blocks share one fp32 slot, so the fp32 resident part is those two
+// blocks plus one layer. For a frozen base (LoRA): the fp32 set can be freed after param_bf16_init.
+typedef struct {
+    const param_layout *pl;
+    uint16_t *w16;          // (numel) bf16, the parameter layout
+    float *first, *last;    // block 0 and block n_blocks-1 widened (NULL until first use)
+    float *slot;            // (largest layer block) the widened layer block
+    int slot_block;         // the block held in slot (-1: none)
+} param_bf16;
+void param_bf16_init(param_bf16 *pb, const param_set *ps);
+void param_bf16_free(param_bf16 *pb);
+float *param_bf16_get_block(void *ctx, int block);   // a decoder_get_block_fn; ctx = param_bf16 *
+int64_t param_bf16_bytes(const param_bf16 *pb);      // bytes held (bf16 copy plus the widened blocks so far)
+
 // embed_tokens (V,H), final norm (H), lm_head (V,H; == embed when tied)
 float *param_embed(const param_set *ps);
 float *param_final_norm(const param_set *ps);

@@ -51,6 +51,9 @@ struct rollout_engine {
     int window;              // W of the sliding layers whose KV is recycled (POOL_WINDOW), else 0
     int16_t layer_pool[MODEL_MAX_LAYERS], layer_slot[MODEL_MAX_LAYERS];   // layer l -> pool, layer index in it
     uint16_t *w16;           // (numel) bf16 copy in the parameter layout, or NULL
+    float *wm;               // (numel) fp32 merged copy W + s·B·A (lora_merge without weights_bf16), or NULL
+    int lora_merged;         // the adapters live in w16 / wm (lora_merge): no side path
+    float *lora_u;           // (T_max, r) side-path scratch
     int64_t T_max;           // tokens per step
     float *x, *xn, *q, *k, *v, *qn, *kn, *att, *gate, *up, *act, *rstd;   // (T_max, ...) step buffers
     int32_t *tok, *pos, *tok_seq;                                         // (T_max)
@@ -183,18 +186,35 @@ rollout_engine *rollout_engine_new(decoder_model *m, const rollout_config *cfg) 
     e->n_ws = omp_get_max_threads();
     e->ws = rlc_calloc((size_t)e->n_ws, sizeof(sampler_ws));
     for (int i = 0; i < e->n_ws; i++) sampler_ws_init(&e->ws[i], c->vocab_size);
-    if (cfg->weights_bf16) {
-        e->w16 = rlc_alloc((size_t)m->pl->numel * sizeof(uint16_t));
-        rollout_engine_sync_weights(e);
-    }
+    if (m->lora) e->lora_u = rlc_alloc((size_t)(T * m->lora->rank) * sizeof(float));
+    e->lora_merged = m->lora && cfg->lora_merge;
+    if (cfg->weights_bf16) e->w16 = rlc_alloc((size_t)m->pl->numel * sizeof(uint16_t));
+    else if (e->lora_merged) e->wm = rlc_alloc((size_t)m->pl->numel * sizeof(float));
+    rollout_engine_sync_weights(e);
     return e;
 }
 
 void rollout_engine_sync_weights(rollout_engine *e) {
-    if (!e->w16) return;
-    const param_layout *pl = e->m->pl;
-    for (int b = 0; b < pl->n_blocks; b++)
-        rowgemm_to_bf16(e->w16 + pl->block_off[b], block_base(e->m, b), pl->block_off[b + 1] - pl->block_off[b]);
+    if (!e->w16 && !e->wm) return;
+    const decoder_model *m = e->m;
+    const param_layout *pl = m->pl;
+    float *tmp = NULL;   // one layer block, merged, before its bf16 rounding
+    for (int b = 0; b < pl->n_blocks; b++) {
+        const int64_t off = pl->block_off[b], n = pl->block_off[b + 1] - off;
+        const float *src = block_base(m, b);
+        if (e->lora_merged && b >= 1 && b <= m->cfg->num_hidden_layers) {   // layer l = b - 1: W + s·B·A, in fp32
+            float *dst = e->wm ? e->wm + off : (tmp = tmp ? tmp : rlc_alloc((size_t)pl->layer_numel * sizeof(float)));
+            memcpy(dst, src, (size_t)n * sizeof(float));
+            layer_weights lw;
+            param_layer_view(pl, dst, &lw);
+            if (m->lora_on)
+                for (int p = 0; p < LORA_NPROJ; p++) lora_merge_into(m->lora, m->lora_w, b - 1, p, lora_base_weight(&lw, p));
+            src = dst;
+        }
+        if (e->w16) rowgemm_to_bf16(e->w16 + off, src, n);
+        else if (src != e->wm + off) memcpy(e->wm + off, src, (size_t)n * sizeof(float));
+    }
+    rlc_free(tmp);
 }
 
 void rollout_engine_free(rollout_engine *e) {
@@ -202,6 +222,8 @@ void rollout_engine_free(rollout_engine *e) {
     for (int p = 0; p < N_POOLS; p++)
         if (e->has_pool[p]) kv_cache_free(&e->kv[p]);
     rlc_free(e->w16);
+    rlc_free(e->wm);
+    rlc_free(e->lora_u);
     float *bufs[] = {e->x, e->xn, e->q, e->qn, e->att, e->k, e->kn, e->v, e->gate, e->up, e->act, e->rstd, e->xs, e->hid, e->logits};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) rlc_free(bufs[i]);
     free(e->tok);
@@ -234,8 +256,23 @@ static rowgemm_out mm_out(const rollout_engine *e, float *out, int64_t ldo, cons
                           const float *wbase, int64_t wbase_off, int64_t OC) {
     rowgemm_out o = {.out = out, .ldo = ldo, .bias = bias, .OC = OC};
     if (e->w16) o.w16 = e->w16 + wbase_off + (w - wbase);
+    else if (e->wm) o.w = e->wm + wbase_off + (w - wbase);
     else o.w = w;
     return o;
+}
+
+// The unmerged LoRA side path of projection p of layer l: y (T, ldy) += (s·(x·Aᵀ))·Bᵀ, x (T, in), both products
+// rowgemm sums, so a row's bits stay independent of the batch. Nothing without adapters, with them off or merged.
+static void lora_side(const rollout_engine *e, int l, int p, float *y, int64_t ldy, const float *x, int64_t T) {
+    const decoder_model *m = e->m;
+    if (!m->lora || !m->lora_on || e->lora_merged || !lora_adapted(m->lora, l, p)) return;
+    CHECK(e->lora_u, "rollout: adapters attached after rollout_engine_new (call decoder_set_lora first)");
+    const lora_layout *ll = m->lora;
+    const int64_t i = (int64_t)l * LORA_NPROJ + p, r = ll->rank;
+    rowgemm_forward(e->lora_u, r, x, m->lora_w + ll->a_off[i], T, ll->in[p], r, 0);
+    const float s = ll->scale;
+    for (int64_t j = 0; j < T * r; j++) e->lora_u[j] *= s;
+    rowgemm_forward(y, ldy, e->lora_u, m->lora_w + ll->b_off[i], T, r, ll->out[p], 1);
 }
 // The products of one input x (T, C), fused into one parallel region.
 static void mm(const rollout_engine *e, const rowgemm_out *outs, int n, const float *x, int64_t T, int64_t C,
@@ -281,6 +318,9 @@ static void forward_tokens(rollout_engine *e, int64_t T, const kv_tables *kt) {
         const rowgemm_out qkv[3] = {mm_out(e, qp, QD, lw.wq, lw.bq, base, off, QD), mm_out(e, kp, KD, lw.wk, lw.bk, base, off, KD),
                                     mm_out(e, e->v, KD, lw.wv, lw.bv, base, off, KD)};
         mm(e, qkv, 3, e->xn, T, H, 0);
+        lora_side(e, l, LORA_Q, qp, QD, e->xn, T);
+        lora_side(e, l, LORA_K, kp, KD, e->xn, T);
+        lora_side(e, l, LORA_V, e->v, KD, e->xn, T);
         if (c->qk_norm) {
             rmsnorm_forward_off(e->qn, e->rstd, e->q, lw.q_norm, w_off, T * nh, D, eps);
             rmsnorm_forward_off(e->kn, e->rstd, e->k, lw.k_norm, w_off, T * nkv, D, eps);
@@ -291,26 +331,32 @@ static void forward_tokens(rollout_engine *e, int64_t T, const kv_tables *kt) {
         if (c->sandwich_norm) {   // x += post_attn_norm(o_proj(attn)); xn = pre_ff_norm(x)
             const rowgemm_out o_proj = mm_out(e, e->xn, H, lw.wo, lw.bo, base, off, H);
             mm(e, &o_proj, 1, e->att, T, QD, 0);
+            lora_side(e, l, LORA_O, e->xn, H, e->att, T);
             rmsnorm_forward_off(e->xn, e->rstd, e->xn, lw.post_norm, w_off, T, H, eps);
             residual_forward(e->x, e->x, e->xn, T * H);
             rmsnorm_forward_off(e->xn, e->rstd, e->x, lw.pre_ff_norm, w_off, T, H, eps);
         } else {
             const rowgemm_out o_proj = mm_out(e, e->x, H, lw.wo, lw.bo, base, off, H);
             mm(e, &o_proj, 1, e->att, T, QD, 1);   // x += o_proj(attn)
+            lora_side(e, l, LORA_O, e->x, H, e->att, T);
             rmsnorm_forward_off(e->xn, e->rstd, e->x, lw.post_norm, w_off, T, H, eps);
         }
         const rowgemm_out gate_up[2] = {mm_out(e, e->gate, I, lw.w_gate, lw.b_gate, base, off, I),
                                         mm_out(e, e->up, I, lw.w_up, lw.b_up, base, off, I)};
         mm(e, gate_up, 2, e->xn, T, H, 0);
+        lora_side(e, l, LORA_GATE, e->gate, I, e->xn, T);
+        lora_side(e, l, LORA_UP, e->up, I, e->xn, T);
         glu_forward(e->act, e->gate, e->up, T * I, c->hidden_act);
         if (c->sandwich_norm) {   // x += post_ff_norm(down(act))
             const rowgemm_out down = mm_out(e, e->xn, H, lw.w_down, lw.b_down, base, off, H);
             mm(e, &down, 1, e->act, T, I, 0);
+            lora_side(e, l, LORA_DOWN, e->xn, H, e->act, T);
             rmsnorm_forward_off(e->xn, e->rstd, e->xn, lw.post_ff_norm, w_off, T, H, eps);
             residual_forward(e->x, e->x, e->xn, T * H);
         } else {
             const rowgemm_out down = mm_out(e, e->x, H, lw.w_down, lw.b_down, base, off, H);
             mm(e, &down, 1, e->act, T, I, 1);   // x += mlp
+            lora_side(e, l, LORA_DOWN, e->x, H, e->act, T);
         }
     }
 }

@@ -45,6 +45,9 @@ typedef struct {
     int max_batched_tokens;      // tokens per step (2048); prefill chunks share it with decodes
     int share_prompts;           // 1: the n samples of a prompt share its prefill (copy-on-write)
     int weights_bf16;            // 1: decode from a bf16 copy of the weights (faster, log-probs drift)
+    int lora_merge;              // with LoRA adapters on the model (decoder_set_lora): 1 = decode from merged weights
+                                 // W + s·B·A (a second weight buffer, refreshed by rollout_engine_sync_weights); 0 = the
+                                 // unmerged rank-r side path read from the model's adapter buffer (no copy, no sync)
     kv_dtype kv_cache_dtype;     // KV_F32 (default: the trainer's exact k/v) | KV_BF16 (half the bytes, drift)
     int sliding_kv_pool;         // 1 (default): sliding-window layers keep only their window's KV, in a pool of their
                                  // own whose blocks are recycled; 0: every layer in one pool (same outputs, more memory)
@@ -93,8 +96,10 @@ void rollout_result_free(rollout_result *r);
 
 typedef struct rollout_engine rollout_engine;
 // The engine reads the model's weights in place (m->block_w / get_block), so a trainer update is seen
-// by the next rollout_generate without a copy; with weights_bf16, call rollout_engine_sync_weights after
-// each update. Allocates the KV pool (cfg->kv_cache_bytes) once.
+// by the next rollout_generate without a copy; with weights_bf16 or lora_merge, call rollout_engine_sync_weights
+// after each update. LoRA adapters attached to the model (and switched on) are applied as the side path
+// y += s·(x·Aᵀ)·Bᵀ after each adapted product, read from the model's adapter buffer, so the sampling policy is the
+// trained one (attach them with decoder_set_lora before rollout_engine_new). Allocates the KV pool (cfg->kv_cache_bytes) once.
 rollout_engine *rollout_engine_new(decoder_model *m, const rollout_config *cfg);
 void rollout_engine_free(rollout_engine *e);
 void rollout_engine_sync_weights(rollout_engine *e);

@@ -12,7 +12,8 @@
 #include "core/strbuf.h"
 #include "reward/reward.h"
 
-typedef enum { CT_BOOL, CT_INT, CT_FLOAT, CT_STR, CT_STRLIST, CT_FLOAT2 } ctype;
+// CT_STRORLIST: like CT_STRLIST, but whether a string or a list was given is kept (PEFT reads them differently)
+typedef enum { CT_BOOL, CT_INT, CT_FLOAT, CT_STR, CT_STRLIST, CT_FLOAT2, CT_STRORLIST } ctype;
 
 typedef struct {
     const char *key;      // dotted verl name
@@ -52,6 +53,17 @@ static const cfg_entry k_schema[] = {
     {AR "model.path", CT_STR, O(actor_rollout_ref.model.path), "null", 1, 0, 1, NULL, "HF checkpoint directory of the policy, or a hub id (ORG/NAME) in the local HF cache"},
     {AR "model.use_remove_padding", CT_BOOL, O(actor_rollout_ref.model.use_remove_padding), "true", 1, 0, 0, NULL, "sequence packing (always on in rlc)"},
     {AR "model.enable_gradient_checkpointing", CT_BOOL, O(actor_rollout_ref.model.enable_gradient_checkpointing), "true", 1, 0, 0, NULL, "recompute activations in backward"},
+    // LoRA (docs/lora.md): verl's keys, plus use_rslora and base_dtype (rlc's own)
+    {AR "model.lora_rank", CT_INT, O(actor_rollout_ref.model.lora_rank), "0", 0, 65536, 0, NULL, "LoRA rank r (0: full fine-tuning)"},
+    {AR "model.lora_alpha", CT_FLOAT, O(actor_rollout_ref.model.lora_alpha), "16", 1, 0, 0, NULL, "LoRA alpha: the side path is scaled by alpha/r (> 0)"},
+    {AR "model.target_modules", CT_STRORLIST, O(actor_rollout_ref.model.target_modules), "all-linear", 1, 0, 1, NULL, "adapted modules: all-linear, a list of names (q_proj, ...; exact or suffix match) or a regex fullmatched on model.layers.N.self_attn.q_proj-style names"},
+    {AR "model.exclude_modules", CT_STRORLIST, O(actor_rollout_ref.model.exclude_modules), "null", 1, 0, 1, NULL, "modules never adapted (same forms as target_modules)"},
+    {AR "model.lora_adapter_path", CT_STR, O(actor_rollout_ref.model.lora_adapter_path), "null", 1, 0, 1, NULL, "PEFT adapter folder to load and keep training (its r, alpha and modules win)"},
+    {AR "model.lora.merge", CT_BOOL, O(actor_rollout_ref.model.lora.merge), "false", 1, 0, 0, NULL, "rollout decodes from merged weights W + s*B*A (a second weight buffer) instead of the unmerged side path"},
+    {AR "model.use_shm", CT_BOOL, O(actor_rollout_ref.model.use_shm), "false", 1, 0, 0, NULL, "accepted for verl command lines; no effect in rlc"},
+    {AR "model.use_rslora", CT_BOOL, O(actor_rollout_ref.model.use_rslora), "false", 1, 0, 0, NULL, "rsLoRA scale alpha/sqrt(r) (rlc's own key)"},
+    {AR "model.base_dtype", CT_STR, O(actor_rollout_ref.model.base_dtype), "bf16", 1, 0, 0, "bf16|fp32", "storage of the frozen base with LoRA (rlc's own key)"},
+    {AR "rollout.layered_summon", CT_BOOL, O(actor_rollout_ref.rollout.layered_summon), "false", 1, 0, 0, NULL, "accepted for verl command lines; no effect in rlc"},
 
     {AR "actor.optim.lr", CT_FLOAT, O(actor_rollout_ref.actor.optim.lr), "1e-6", 0, 1, 0, NULL, "AdamW learning rate"},
     {AR "actor.optim.weight_decay", CT_FLOAT, O(actor_rollout_ref.actor.optim.weight_decay), "0.01", 0, 10, 0, NULL, "AdamW decoupled weight decay"},
@@ -327,6 +339,7 @@ static const char *type_name(ctype t) {
     case CT_STR: return "a string";
     case CT_STRLIST: return "a string or a list of strings";
     case CT_FLOAT2: return "a list of two numbers";
+    case CT_STRORLIST: return "a string or a list of strings";
     }
     return "?";
 }
@@ -353,6 +366,7 @@ static void strlist_free(rlc_strlist *l) {
     free(l->v);
     l->v = NULL;
     l->n = 0;
+    l->scalar = 0;
 }
 
 // A scalar view of a YAML node for setting.
@@ -366,7 +380,7 @@ static void set_scalar(rlc_train_config *c, const cfg_entry *e, const ctx_t *cx,
     if (strstr(s.text, "${"))
         rlc_die("%s: %s: interpolation '%s' is not supported; write the value", cx->where, e->key, s.text);
     int isnull = is_null_text(s.text, s.quoted);
-    if (isnull && e->type != CT_STRLIST) {
+    if (isnull && e->type != CT_STRLIST && e->type != CT_STRORLIST) {
         if (!e->nullable) rlc_die("%s: %s must not be null; expected %s", cx->where, e->key, type_name(e->type));
         switch (e->type) {
         case CT_INT: *(int64_t *)base = RLC_CFG_NULL; return;
@@ -406,10 +420,12 @@ static void set_scalar(rlc_train_config *c, const cfg_entry *e, const ctx_t *cx,
         free(*(char **)base);
         *(char **)base = rlc_strdup(s.text);
         return;
-    case CT_STRLIST: {
+    case CT_STRLIST:
+    case CT_STRORLIST: {
         rlc_strlist *l = (rlc_strlist *)base;
         strlist_free(l);
         if (isnull) return;
+        l->scalar = e->type == CT_STRORLIST;
         if (e->choices && !in_choices(e->choices, s.text))
             rlc_die("%s: %s: '%s' is not one of %s", cx->where, e->key, s.text, e->choices);
         l->v = rlc_malloc(sizeof(char *));
@@ -448,7 +464,7 @@ static void set_node(rlc_train_config *c, const cfg_entry *e, const char *name, 
             rlc_die("%s: %s: expected %s, got a nested structure", where, e->key, type_name(e->type));
     }
     char *base = (char *)c + e->off;
-    if (e->type == CT_STRLIST) {
+    if (e->type == CT_STRLIST || e->type == CT_STRORLIST) {
         rlc_strlist *l = (rlc_strlist *)base;
         strlist_free(l);
         l->v = rlc_malloc((size_t)(n ? n : 1) * sizeof(char *));
@@ -629,12 +645,52 @@ void rlc_config_free(rlc_train_config *c) {
     for (int i = 0; i < N_SCHEMA; i++) {
         char *base = (char *)c + k_schema[i].off;
         if (k_schema[i].type == CT_STR) { free(*(char **)base); *(char **)base = NULL; }
-        if (k_schema[i].type == CT_STRLIST) strlist_free((rlc_strlist *)base);
+        if (k_schema[i].type == CT_STRLIST || k_schema[i].type == CT_STRORLIST) strlist_free((rlc_strlist *)base);
     }
+}
+
+// The LoRA keys as a lora_config (model/lora.h); 0 when lora_rank is 0 (full fine-tuning). Dies naming the key.
+int rlc_config_lora(const rlc_train_config *c, lora_config *out) {
+    const __typeof__(c->actor_rollout_ref.model) *m = &c->actor_rollout_ref.model;
+    lora_config_default(out);
+    if (m->lora_rank == 0) return 0;
+    out->rank = (int)m->lora_rank;
+    out->alpha = (float)m->lora_alpha;
+    out->use_rslora = m->use_rslora;
+    if (!(m->lora_alpha > 0) || !isfinite(out->alpha))
+        rlc_die("config: " AR "model.lora_alpha = %g: expected a number > 0", m->lora_alpha);
+    const rlc_strlist *lists[2] = {&m->target_modules, &m->exclude_modules};
+    lora_match *dst[2] = {&out->target, &out->exclude};
+    const char *keys[2] = {AR "model.target_modules", AR "model.exclude_modules"};
+    char err[256];
+    for (int k = 0; k < 2; k++) {
+        const rlc_strlist *l = lists[k];
+        if (l->n == 0) continue;
+        int rc = 0;
+        if (l->scalar && l->n == 1) rc = lora_match_string(dst[k], l->v[0], err, sizeof err);
+        else {
+            memset(dst[k], 0, sizeof *dst[k]);
+            dst[k]->set = 1;
+            if (l->n > LORA_MAX_NAMES) rlc_die("config: %s: more than %d module names", keys[k], LORA_MAX_NAMES);
+            for (int64_t i = 0; i < l->n; i++) {
+                if (!l->v[i][0] || strlen(l->v[i]) >= sizeof dst[k]->names[0])
+                    rlc_die("config: %s: entry %lld: expected a module name of 1..%zu characters", keys[k], (long long)i,
+                            sizeof dst[k]->names[0] - 1);
+                snprintf(dst[k]->names[dst[k]->n_names++], sizeof dst[k]->names[0], "%s", l->v[i]);
+            }
+        }
+        if (rc != 0) rlc_die("config: %s: %s", keys[k], err);
+    }
+    return 1;
 }
 
 void rlc_config_finalize(rlc_train_config *c) {
     __typeof__(c->actor_rollout_ref.actor) *a = &c->actor_rollout_ref.actor;
+    lora_config lc;
+    // validates the LoRA keys now (the model's module names are checked when the adapters are built)
+    if (rlc_config_lora(c, &lc) || c->actor_rollout_ref.model.lora_adapter_path)   // until the GRPO trainer runs adapters
+        rlc_die("config: " AR "model.lora_rank = %lld: the GRPO trainer does not run LoRA adapters yet (rlc sft, logprob, "
+                "generate and merge-lora do); set lora_rank=0", (long long)c->actor_rollout_ref.model.lora_rank);
     if (isnan(a->clip_ratio_low)) a->clip_ratio_low = a->clip_ratio;
     if (isnan(a->clip_ratio_high)) a->clip_ratio_high = a->clip_ratio;
     if (!c->trainer.default_local_dir) {
@@ -770,8 +826,13 @@ static void put_value(rlc_strbuf *b, const rlc_train_config *c, const cfg_entry 
         else put_str(b, s);
         break;
     }
-    case CT_STRLIST: {
+    case CT_STRLIST:
+    case CT_STRORLIST: {
         const rlc_strlist *l = (const rlc_strlist *)base;
+        if (l->scalar && l->n == 1) {
+            put_str(b, l->v[0]);
+            break;
+        }
         rlc_sb_putc(b, '[');
         for (int64_t i = 0; i < l->n; i++) {
             if (i) rlc_sb_puts(b, ", ");

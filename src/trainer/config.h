@@ -10,6 +10,7 @@
 #include "rl/advantage.h"
 #include "rl/dapo.h"
 #include "rl/kl.h"
+#include "model/lora.h"
 #include "rl/policy_loss.h"
 
 // A nullable integer key holds RLC_CFG_NULL when it is null; a nullable float holds NAN; a nullable string NULL.
@@ -20,6 +21,7 @@
 typedef struct {
     char **v;   // (n) owned strings
     int64_t n;
+    int scalar; // given as one string, not a list (kept for the keys where PEFT reads the two differently)
 } rlc_strlist;
 
 typedef struct {
@@ -42,6 +44,16 @@ typedef struct {
         struct {
             char *path;                       // HF checkpoint directory (required to train)
             int use_remove_padding, enable_gradient_checkpointing;
+            // LoRA (docs/lora.md); rlc_config_lora gives the typed view
+            int64_t lora_rank;                // 0: full fine-tuning
+            double lora_alpha;                // > 0 (16)
+            rlc_strlist target_modules;       // "all-linear" (a string: regex or all-linear; a list: module names)
+            rlc_strlist exclude_modules;      // none
+            char *lora_adapter_path;          // nullable: a PEFT adapter folder to keep training
+            struct { int merge; } lora;       // rollout from merged weights
+            int use_shm;                      // accepted, no effect
+            int use_rslora;                   // rlc: scale alpha/sqrt(r)
+            char *base_dtype;                 // rlc: bf16 | fp32, the frozen base's storage with LoRA
         } model;
         struct {
             struct {
@@ -93,6 +105,7 @@ typedef struct {
             char *kv_cache_dtype;              // fp32 | bf16
             int64_t max_num_seqs;              // sequences decoded concurrently
             int64_t seed;                      // sampling seed
+            int layered_summon;                // accepted, no effect
             struct {
                 int64_t n;
                 double temperature, top_p;
@@ -213,6 +226,11 @@ const char *rlc_config_lr_scheduler(const rlc_train_config *c, double *floor_out
 // The external reward command: custom_reward_function.command if set, else the Python adapter for
 // custom_reward_function.path (rlc_reward_python_command), else NULL (built-in scorers). malloc'd.
 char *rlc_config_reward_command(const rlc_train_config *c);
+
+// The LoRA keys as a lora_config: returns 0 (out = defaults) when lora_rank is 0, else 1. Dies with one line naming
+// the key for lora_alpha <= 0 or a malformed target_modules / exclude_modules (matching is checked against the
+// model when the adapters are built: lora_layout_init with LORA_KEYS_VERL).
+int rlc_config_lora(const rlc_train_config *c, lora_config *out);
 
 // Typed views for the RL modules (call after finalize).
 void rlc_config_loss_cfg(const rlc_train_config *c, rl_loss_cfg *out);

@@ -23,12 +23,16 @@ void engine_init(engine *e, decoder_model *model, const engine_config *cfg) {
     e->cfg = *cfg;
     e->model = model;
     if (!(cfg->temperature > 0) || !isfinite(cfg->temperature)) rlc_die("engine: temperature %g must be > 0", cfg->temperature);
+    // with LoRA adapters on the model (decoder_set_lora) the trainable set is the adapters': gradients, moments and
+    // the optimizer step run over their layout, and the backward accumulates dA, dB into e->grads
+    const param_layout *tl = model->lora ? &model->lora->pl : model->pl;
     if (cfg->no_state) {   // never touch P-sized buffers a sharded run does not use (they would count in its peak)
-        e->grads.layout = model->pl;
+        e->grads.layout = tl;
         e->grads.data = NULL;
     } else {
-        param_set_init(&e->grads, model->pl);
-        adamw_init(&e->opt, model->pl, &cfg->adam);
+        param_set_init(&e->grads, tl);
+        adamw_init(&e->opt, tl, &cfg->adam);
+        if (model->lora) model->lora_grad = e->grads.data;
     }
     lr_schedule_init(&e->sched, cfg->lr_sched, cfg->lr, cfg->warmup_steps, cfg->total_steps, cfg->min_lr);
 }
@@ -200,7 +204,8 @@ engine_opt_result engine_optimizer_step(engine *e) {
     r.finite = c.finite;
     r.lr = lr_schedule_current(&e->sched);
     if (c.finite) {
-        adamw_step_clipped(&e->opt, e->model->params, &e->grads, r.lr, &c);   // clip fused into the AdamW pass
+        param_set ad = {e->grads.layout, e->model->lora_w};   // the adapters, when they are what trains
+        adamw_step_clipped(&e->opt, e->model->lora ? &ad : e->model->params, &e->grads, r.lr, &c);   // clip fused into AdamW
     } else {
         grad_clip_apply(e->grads.data, n, &c);   // zero the gradients, as verl
         rlc_warn("grad_norm is not finite (%g): optimizer step skipped, gradients zeroed", c.norm);
