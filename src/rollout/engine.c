@@ -20,6 +20,8 @@ enum { PFX_NONE = 0, PFX_PREFILLING = 1, PFX_READY = 2 };
 typedef struct {
     int prompt, sample;
     uint64_t rng_id;
+    uint64_t rng_sample;     // sample index of the random stream (prompt's sample_base + sample)
+    int64_t draw_base;       // draw index of the first generated token (prompt's draw_base)
     const int32_t *pids;     // (P) prompt ids
     int64_t P;
     int32_t *gen;            // (max_new) generated ids
@@ -653,7 +655,7 @@ static int64_t step(gen_state *g, int n_prompts, feed_t *feeds, int *joiners, in
             const seq_t *s = &g->seqs[row_seq[r]];
             const int th = omp_get_thread_num();
             CHECK(th < e->n_ws, "thread %d without a sampler workspace", th);
-            const double u = sampler_uniform(cfg->seed, s->rng_id, (uint64_t)s->sample, (uint64_t)s->n_gen);
+            const double u = sampler_uniform(cfg->seed, s->rng_id, s->rng_sample, (uint64_t)(s->draw_base + s->n_gen));
             new_tok[r] = sampler_sample(&cfg->sampling, e->logits + (int64_t)r * V, V, u, &new_lp[r], &e->ws[th]);
         }
         const double now = rlc_now() - g->t0;
@@ -703,7 +705,11 @@ void rollout_generate(rollout_engine *e, const rollout_prompt *prompts, int n_pr
             if (pr->ids[t] < 0 || pr->ids[t] >= c->vocab_size)
                 rlc_die("rollout: prompt %d token %lld has id %d outside the vocabulary [0, %d)", p, (long long)t, pr->ids[t],
                         c->vocab_size);
-        int64_t total = pr->len + cfg->max_new_tokens < max_pos ? pr->len + cfg->max_new_tokens : max_pos;
+        if (pr->max_new_tokens < 0 || pr->max_new_tokens > cfg->max_new_tokens || pr->sample_base < 0 || pr->draw_base < 0)
+            rlc_die("rollout: prompt %d has max_new_tokens=%d (expected 0..%d), sample_base=%d, draw_base=%lld (expected >= 0)",
+                    p, pr->max_new_tokens, cfg->max_new_tokens, pr->sample_base, (long long)pr->draw_base);
+        const int64_t cap = pr->max_new_tokens ? pr->max_new_tokens : cfg->max_new_tokens;
+        int64_t total = pr->len + cap < max_pos ? pr->len + cap : max_pos;
         int64_t need = (total - 1 + bs - 1) / bs;   // the last token is never fed
         for (int pl = 0; pl < N_POOLS; pl++) {
             if (!e->has_pool[pl]) continue;
@@ -743,11 +749,14 @@ void rollout_generate(rollout_engine *e, const rollout_prompt *prompts, int n_pr
             s->prompt = p;
             s->sample = j;
             s->rng_id = prompts[p].id;
+            s->rng_sample = (uint64_t)prompts[p].sample_base + (uint64_t)j;
+            s->draw_base = prompts[p].draw_base;
+            const int64_t cap = prompts[p].max_new_tokens ? prompts[p].max_new_tokens : cfg->max_new_tokens;
             s->pids = prompts[p].ids;
             s->P = prompts[p].len;
-            s->max_total = s->P + cfg->max_new_tokens < max_pos ? s->P + cfg->max_new_tokens : max_pos;
-            s->gen = rlc_malloc((size_t)cfg->max_new_tokens * sizeof(int32_t));
-            s->lp = rlc_malloc((size_t)cfg->max_new_tokens * sizeof(float));
+            s->max_total = s->P + cap < max_pos ? s->P + cap : max_pos;
+            s->gen = rlc_malloc((size_t)cap * sizeof(int32_t));
+            s->lp = rlc_malloc((size_t)cap * sizeof(float));
             for (int pl = 0; pl < N_POOLS; pl++) s->bt[pl] = g.bt_all[pl] + (int64_t)si * max_blocks;
             g.waiting[g.n_waiting++] = si;
         }

@@ -59,10 +59,16 @@ void rollout_config_default(rollout_config *c);
 
 // One prompt: token ids and the id that names its random streams (e.g. its dataset index), so that a
 // prompt samples the same tokens whatever else is in the batch.
+// Multi-turn continuation (src/rollout/agent.c): a trajectory's later turn is a prompt of its whole context
+// with its own cap and the stream identity of its first turn, so that its k-th generated token (counted
+// across turns) draws sampler_uniform(seed, id, sample_base + j, draw_base + k) whatever the batch.
 typedef struct {
     const int32_t *ids;          // (len)
     int64_t len;
     uint64_t id;
+    int max_new_tokens;          // 0: cfg->max_new_tokens; else this prompt's cap (1..cfg->max_new_tokens)
+    int sample_base;             // sample j draws as sample sample_base + j (0 for single-turn)
+    int64_t draw_base;           // tokens the stream generated before this prompt (0 for single-turn)
 } rollout_prompt;
 
 typedef struct {
