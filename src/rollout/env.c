@@ -28,8 +28,10 @@ cJSON *rlc_env_parse_line(const char *line, size_t n, rlc_strbuf *err) {
         rlc_sb_printf(err, "a line holds a NUL byte: '%s'", sh);
         return NULL;
     }
-    cJSON *j = cJSON_ParseWithLengthOpts(line, n, NULL, 1);
-    if (!j || !cJSON_IsObject(j)) {
+    const char *end = NULL;
+    cJSON *j = cJSON_ParseWithLengthOpts(line, n, &end, 0);
+    while (j && end < line + n && (*end == ' ' || *end == '\t' || *end == '\r')) end++;
+    if (!j || !cJSON_IsObject(j) || end != line + n) {   // one object and nothing after it
         cJSON_Delete(j);
         rlc_sb_printf(err, "a line is not a JSON object: '%s'", sh);
         return NULL;

