@@ -4,11 +4,15 @@
 // protocol error, reply order and inflight caps; the rollout engine behind the driver on a tiny model: mask and
 // budget invariants, and trajectories bitwise independent of thread count, batch composition and reply order.
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/common.h"
+#include "model/config.h"
+#include "model/decoder.h"
+#include "model/params.h"
 #include "io_testutil.h"
 #include "rollout/agent.h"
 #include "rollout/env.h"
@@ -517,6 +521,190 @@ static void test_start_errors(void) {
     rlc_sb_free(&err);
 }
 
+// ---- the rollout engine behind the driver ----
+
+typedef struct {
+    model_config cfg;
+    param_layout pl;
+    param_set ps;
+    decoder_model m;
+} tiny_lm;
+
+// A tiny random Qwen3 with the real vocabulary (so the Qwen3 tokenizer decodes its tokens): 2 layers, hidden 32.
+static void tiny_lm_init(tiny_lm *t, backend_ctx *be) {
+    memset(t, 0, sizeof *t);
+    model_config_parse(&t->cfg,
+                       "{\"architectures\": [\"Qwen3ForCausalLM\"], \"model_type\": \"qwen3\", \"vocab_size\": 151936, \"hidden_size\": 32,"
+                       " \"intermediate_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 2,"
+                       " \"head_dim\": 16, \"max_position_embeddings\": 1024, \"rms_norm_eps\": 1e-6, \"rope_theta\": 1000000,"
+                       " \"tie_word_embeddings\": true, \"bos_token_id\": null, \"eos_token_id\": 151645, \"torch_dtype\": \"float32\"}",
+                       "tiny config.json");
+    param_layout_init(&t->pl, &t->cfg);
+    param_set_init(&t->ps, &t->pl);
+    tl_rng r;
+    tl_rng_init(&r, 5);
+    for (int i = 0; i < t->pl.n_tensors; i++) {
+        const param_tensor *pt = &t->pl.tensors[i];
+        float *x = t->ps.data + pt->offset;
+        if (pt->ndim == 1) for (int64_t j = 0; j < pt->numel; j++) x[j] = 1.0f + tl_normal(&r, 0.2f);
+        else tl_fill_normal(&r, x, pt->numel, (strstr(pt->name, "embed") ? 2.0f : 0.7f) / sqrtf((float)pt->shape[1]));
+    }
+    decoder_model_init(&t->m, &t->pl, &t->ps, be);
+}
+
+static int32_t STOPS[9500];   // every 16th id: turns of ~16 tokens
+
+typedef struct {
+    int n_prompts, threads, max_num_seqs;
+    const char *env_args;
+    int only;                 // >= 0: run that prompt alone
+} eng_case;
+
+static int32_t EP_IDS[6][40];
+static int64_t EP_LEN[6];
+
+static agent_traj *run_engine(tiny_lm *t, backend_ctx *be, const agent_config *c, const eng_case *ec, int n, int64_t *computed) {
+    backend_set_threads(be, ec->threads);
+    rollout_config rc;
+    rollout_config_default(&rc);
+    rc.n = n;
+    rc.max_new_tokens = c->response_length;
+    rc.seed = 11;
+    rc.stop_ids = STOPS;
+    rc.n_stop_ids = (int)(sizeof STOPS / sizeof *STOPS);
+    rc.kv_cache_bytes = 32 << 20;
+    rc.max_num_seqs = ec->max_num_seqs;
+    rollout_engine *e = rollout_engine_new(&t->m, &rc);
+    rlc_env env;
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, ENV " --observe-all %s", ec->env_args ? ec->env_args : "");
+    rlc_env_hello h = {"hermes", "qwen3", -1, c->response_length, 1, 256};
+    rlc_env_start(&env, cmd, 30.0, 0, &h);
+    agent_prompt pr[6];
+    int np = 0;
+    for (int p = 0; p < ec->n_prompts; p++)
+        if (ec->only < 0 || p == ec->only)
+            pr[np++] = (agent_prompt){.ids = EP_IDS[p], .len = EP_LEN[p], .id = (uint64_t)(100 + p), .agent = AGENT_TOOL, .ground_truth = "x"};
+    agent_run run = {.generate = agent_engine_generator, .generate_ctx = e, .tok = TOK, .env = &env, .cfg = *c, .n = n, .seed = 1,
+                     .split = "train", .step = 0};
+    agent_traj *out = rlc_calloc((size_t)(np * n), sizeof *out);
+    agent_rollout(&run, pr, np, out);
+    if (computed) *computed = run.computed_prompt_tokens;
+    rlc_env_stop(&env);
+    rollout_engine_free(e);
+    backend_set_threads(be, 2);
+    return out;
+}
+
+static int same_traj(const agent_traj *a, const agent_traj *b) {
+    return a->len == b->len && !memcmp(a->ids, b->ids, (size_t)a->len * 4) && !memcmp(a->mask, b->mask, (size_t)a->len) &&
+           !memcmp(a->logprobs, b->logprobs, (size_t)a->len * 4) && a->end == b->end && a->num_turns == b->num_turns;
+}
+
+static void test_engine(backend_ctx *be) {
+    tiny_lm t;
+    tiny_lm_init(&t, be);
+    for (int i = 0; i < (int)(sizeof STOPS / sizeof *STOPS); i++) STOPS[i] = 16 * i + 5;
+    tl_rng r;
+    tl_rng_init(&r, 77);
+    const int NP = 4, N = 2;
+    for (int p = 0; p < NP; p++) {
+        EP_LEN[p] = 5 + 6 * p;
+        for (int64_t k = 0; k < EP_LEN[p]; k++) EP_IDS[p][k] = (int32_t)(tl_uniform(&r, 0.f, 1.f) * 151000.f);
+    }
+    agent_config c;
+    agent_config_default(&c);
+    c.response_length = 80;
+    const int sz = getenv("RLC_SAN") ? 3 : NP;   // fewer prompts under the sanitizers
+    eng_case base = {sz, 2, 256, NULL, -1};
+    int64_t computed = 0;
+    agent_traj *ref = run_engine(&t, be, &c, &base, N, &computed);
+    int n_multi = 0, ends[AGENT_END_COUNT] = {0};
+    for (int i = 0; i < sz * N; i++) {
+        check_invariants(&ref[i], &c, "engine trajectory");
+        n_multi += ref[i].user_turns > 0;
+        ends[ref[i].end]++;
+    }
+    printf("engine: %d trajectories, %d multi-turn; ends: no_tool_call %d, length %d, budget %d; context tokens over all rounds %lld\n",
+           sz * N, n_multi, ends[AGENT_END_NO_TOOL_CALL], ends[AGENT_END_LENGTH], ends[AGENT_END_BUDGET], (long long)computed);
+    TL_CHECK(n_multi > 0, "some trajectories have observation turns");
+    // the first turn is exactly the single-turn rollout of the prompt (draws 0.. of the same stream)
+    {
+        rollout_config rc;
+        rollout_config_default(&rc);
+        rc.n = N;
+        rc.max_new_tokens = c.response_length;
+        rc.seed = 11;
+        rc.stop_ids = STOPS;
+        rc.n_stop_ids = (int)(sizeof STOPS / sizeof *STOPS);
+        rc.kv_cache_bytes = 32 << 20;
+        rollout_engine *e = rollout_engine_new(&t.m, &rc);
+        rollout_prompt pr = {EP_IDS[1], EP_LEN[1], 101};
+        rollout_result res;
+        rollout_generate(e, &pr, 1, &res);
+        int ok = 1;
+        for (int j = 0; j < N; j++) {
+            const agent_traj *a = &ref[1 * N + j];
+            ok = ok && res.samples[j].len <= a->len && !memcmp(res.samples[j].ids, a->ids, (size_t)res.samples[j].len * 4) &&
+                 !memcmp(res.samples[j].logprobs, a->logprobs, (size_t)res.samples[j].len * 4);
+        }
+        TL_CHECK(ok, "first turn == single-turn rollout of the prompt");
+        rollout_result_free(&res);
+        rollout_engine_free(e);
+    }
+    // the whole trajectory's log-probs == a full forward over prompt ‖ response at the mask-1 positions
+    {
+        float *la = rlc_malloc(sizeof(float) * 4096), *lr = rlc_malloc(sizeof(float) * 4096);
+        int64_t nt = 0;
+        for (int i = 0; i < sz * N && nt < 3000; i++) {
+            const agent_traj *a = &ref[i];
+            const int64_t P = a->n_prompt, T = P + a->len;
+            int32_t *toks = rlc_malloc((size_t)T * 4), *tg = rlc_malloc((size_t)T * 4), *pos = rlc_malloc((size_t)T * 4);
+            memcpy(toks, a->prompt_ids, (size_t)P * 4);
+            memcpy(toks + P, a->ids, (size_t)a->len * 4);
+            for (int64_t j = 0; j < T; j++) tg[j] = j >= P - 1 && j + 1 < T ? toks[j + 1] : -1;
+            int32_t cu[2] = {0, (int32_t)T};
+            decoder_batch b = {T, 1, toks, cu, pos, 0};
+            decoder_batch_positions(&b);
+            float *lp = rlc_malloc((size_t)T * 4);
+            decoder_forward(&t.m, NULL, &b, NULL);
+            decoder_logprob(&t.m, NULL, &b, tg, 1.0f, lp, NULL);
+            for (int64_t k = 0; k < a->len; k++)
+                if (a->mask[k]) {
+                    la[nt] = lp[P - 1 + k];
+                    lr[nt++] = a->logprobs[k];
+                }
+            free(toks), free(tg), free(pos), free(lp);
+        }
+        // the same fp32 arithmetic through the KV-cached and the full path (test_rollout_engine's bound)
+        tl_check_close("multi-turn rollout log-probs vs a full forward over prompt ‖ response", lr, la, nt, 1e-5);
+        free(la), free(lr);
+    }
+    const eng_case var[] = {
+        {sz, 1, 256, NULL, -1},
+        {sz, 2, 3, NULL, -1},
+        {sz, 2, 256, "--seed 9 --max-inflight 2", -1},
+    };
+    const char *names[] = {"1 thread", "3 sequences per step", "replies shuffled and delayed, 2 in flight"};
+    for (int v = 0; v < 3; v++) {
+        agent_traj *o = run_engine(&t, be, &c, &var[v], N, NULL);
+        int same = 1;
+        for (int i = 0; i < sz * N; i++) same = same && same_traj(&o[i], &ref[i]);
+        TL_CHECK(same, "engine trajectories with %s == reference (bitwise)", names[v]);
+        free_trajs(o, sz * N);
+    }
+    for (int p = 1; p < sz; p += 2) {
+        eng_case alone = {sz, 2, 256, "--seed 5", p};
+        agent_traj *o = run_engine(&t, be, &c, &alone, N, NULL);
+        TL_CHECK(same_traj(&o[0], &ref[p * N]) && same_traj(&o[1], &ref[p * N + 1]), "prompt %d alone == in the batch (bitwise)", p);
+        free_trajs(o, N);
+    }
+    free_trajs(ref, sz * N);
+    decoder_model_free(&t.m);
+    param_set_free(&t.ps);
+    param_layout_free(&t.pl);
+}
+
 int main(void) {
     test_parse();
     test_local_answers();
@@ -535,6 +723,9 @@ int main(void) {
         test_reply_order();
         test_errors();
         test_start_errors();
+        backend_ctx be;
+        backend_init(&be, 2);
+        test_engine(&be);
     }
     rlc_tok_free(TOK);
     return tl_summary();

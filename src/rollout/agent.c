@@ -332,14 +332,15 @@ void agent_engine_generator(void *engine, int n, const agent_gen_req *req, agent
     const int k = grouped ? n0 : 1;
     const int np = n / k;
     rollout_prompt *pr = rlc_calloc((size_t)np + 1, sizeof *pr);
+    rollout_stream *st = rlc_calloc((size_t)np + 1, sizeof *st);
     for (int p = 0; p < np; p++) {
         const agent_gen_req *r = &req[p * k];
-        pr[p] = (rollout_prompt){.ids = r->ids, .len = r->len, .id = r->id, .max_new_tokens = r->max_new,
-                                 .sample_base = grouped ? 0 : r->sample, .draw_base = r->draw_base};
+        pr[p] = (rollout_prompt){r->ids, r->len, r->id};
+        st[p] = (rollout_stream){r->max_new, grouped ? 0 : r->sample, r->draw_base};
     }
     if (k != n0) rollout_engine_set_sampling(e, k, &sp);
     rollout_result res;
-    rollout_generate(e, pr, np, &res);
+    rollout_generate_streams(e, pr, st, np, &res);
     if (k != n0) rollout_engine_set_sampling(e, n0, &sp);
     CHECK(res.n_samples == n, "engine returned %d samples for %d requests", res.n_samples, n);
     for (int i = 0; i < n; i++) {
@@ -350,6 +351,7 @@ void agent_engine_generator(void *engine, int n, const agent_gen_req *req, agent
     }
     rollout_result_free(&res);
     free(pr);
+    free(st);
 }
 
 typedef struct {

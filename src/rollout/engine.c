@@ -688,6 +688,11 @@ static int64_t step(gen_state *g, int n_prompts, feed_t *feeds, int *joiners, in
 }
 
 void rollout_generate(rollout_engine *e, const rollout_prompt *prompts, int n_prompts, rollout_result *out) {
+    rollout_generate_streams(e, prompts, NULL, n_prompts, out);
+}
+
+void rollout_generate_streams(rollout_engine *e, const rollout_prompt *prompts, const rollout_stream *streams, int n_prompts,
+                              rollout_result *out) {
     const rollout_config *cfg = &e->cfg;
     const model_config *c = e->m->cfg;
     memset(out, 0, sizeof *out);
@@ -705,10 +710,11 @@ void rollout_generate(rollout_engine *e, const rollout_prompt *prompts, int n_pr
             if (pr->ids[t] < 0 || pr->ids[t] >= c->vocab_size)
                 rlc_die("rollout: prompt %d token %lld has id %d outside the vocabulary [0, %d)", p, (long long)t, pr->ids[t],
                         c->vocab_size);
-        if (pr->max_new_tokens < 0 || pr->max_new_tokens > cfg->max_new_tokens || pr->sample_base < 0 || pr->draw_base < 0)
+        const rollout_stream st = streams ? streams[p] : (rollout_stream){0, 0, 0};
+        if (st.max_new_tokens < 0 || st.max_new_tokens > cfg->max_new_tokens || st.sample_base < 0 || st.draw_base < 0)
             rlc_die("rollout: prompt %d has max_new_tokens=%d (expected 0..%d), sample_base=%d, draw_base=%lld (expected >= 0)",
-                    p, pr->max_new_tokens, cfg->max_new_tokens, pr->sample_base, (long long)pr->draw_base);
-        const int64_t cap = pr->max_new_tokens ? pr->max_new_tokens : cfg->max_new_tokens;
+                    p, st.max_new_tokens, cfg->max_new_tokens, st.sample_base, (long long)st.draw_base);
+        const int64_t cap = st.max_new_tokens ? st.max_new_tokens : cfg->max_new_tokens;
         int64_t total = pr->len + cap < max_pos ? pr->len + cap : max_pos;
         int64_t need = (total - 1 + bs - 1) / bs;   // the last token is never fed
         for (int pl = 0; pl < N_POOLS; pl++) {
@@ -749,9 +755,10 @@ void rollout_generate(rollout_engine *e, const rollout_prompt *prompts, int n_pr
             s->prompt = p;
             s->sample = j;
             s->rng_id = prompts[p].id;
-            s->rng_sample = (uint64_t)prompts[p].sample_base + (uint64_t)j;
-            s->draw_base = prompts[p].draw_base;
-            const int64_t cap = prompts[p].max_new_tokens ? prompts[p].max_new_tokens : cfg->max_new_tokens;
+            const rollout_stream st = streams ? streams[p] : (rollout_stream){0, 0, 0};
+            s->rng_sample = (uint64_t)st.sample_base + (uint64_t)j;
+            s->draw_base = st.draw_base;
+            const int64_t cap = st.max_new_tokens ? st.max_new_tokens : cfg->max_new_tokens;
             s->pids = prompts[p].ids;
             s->P = prompts[p].len;
             s->max_total = s->P + cap < max_pos ? s->P + cap : max_pos;

@@ -59,17 +59,20 @@ void rollout_config_default(rollout_config *c);
 
 // One prompt: token ids and the id that names its random streams (e.g. its dataset index), so that a
 // prompt samples the same tokens whatever else is in the batch.
-// Multi-turn continuation (src/rollout/agent.c): a trajectory's later turn is a prompt of its whole context
-// with its own cap and the stream identity of its first turn, so that its k-th generated token (counted
-// across turns) draws sampler_uniform(seed, id, sample_base + j, draw_base + k) whatever the batch.
 typedef struct {
     const int32_t *ids;          // (len)
     int64_t len;
     uint64_t id;
-    int max_new_tokens;          // 0: cfg->max_new_tokens; else this prompt's cap (1..cfg->max_new_tokens)
-    int sample_base;             // sample j draws as sample sample_base + j (0 for single-turn)
-    int64_t draw_base;           // tokens the stream generated before this prompt (0 for single-turn)
 } rollout_prompt;
+
+// Multi-turn continuation (src/rollout/agent.c): a trajectory's later turn is a prompt of its whole context
+// with its own cap and the stream identity of its first turn, so that its k-th generated token (counted
+// across turns) draws sampler_uniform(seed, id, sample_base + j, draw_base + k) whatever the batch.
+typedef struct {
+    int max_new_tokens;          // 0: cfg->max_new_tokens; else this prompt's cap (1..cfg->max_new_tokens)
+    int sample_base;             // sample j draws as sample sample_base + j
+    int64_t draw_base;           // tokens the stream generated before this prompt
+} rollout_stream;
 
 typedef struct {
     int prompt, sample;          // index into the prompts, and 0..n-1
@@ -113,6 +116,9 @@ int64_t rollout_engine_kv_bytes(const rollout_engine *e);
 // Generate cfg->n samples for each prompt. Dies with a one-line error for an empty prompt, a prompt with
 // no room under max_position_embeddings, an out-of-vocabulary id, or a sample that cannot fit the KV pool.
 void rollout_generate(rollout_engine *e, const rollout_prompt *prompts, int n_prompts, rollout_result *out);
+// The same with a stream per prompt (streams[p] for prompts[p]); rollout_generate is streams = NULL (all zero).
+void rollout_generate_streams(rollout_engine *e, const rollout_prompt *prompts, const rollout_stream *streams, int n_prompts,
+                              rollout_result *out);
 
 // verl's rollout-vs-actor metrics over n tokens (training/rollout_probs_diff_{max,mean,std} and
 // rollout_actor_probs_pearson_corr): p = exp(logp); d = |p_actor - p_rollout|.
