@@ -99,65 +99,138 @@ static RLC_NORETURN void die_kill(rlc_env *env, const char *fmt, const char *a, 
     rlc_die("environment '%s': %s", env->command, msg);
 }
 
-// The trajectory a request is about, for messages.
-static void describe(char *buf, size_t n, const char *traj, const char *expect) {
-    snprintf(buf, n, "trajectory '%s' (waiting for its \"%s\")", traj, expect);
+typedef struct rlc_env_req {
+    char *traj, *expect, *req;
+    int64_t tag;
+    double t_sent;
+    int sent;
+} rlc_env_req;
+
+static void describe(char *buf, size_t n, const rlc_env_req *r) {
+    snprintf(buf, n, "trajectory '%s' (waiting for its \"%s\")", r->traj, r->expect);
 }
 
-void rlc_env_exchange(rlc_env *env, int n, const char *const *req, const char *const *traj, const char *const *expect,
-                      cJSON **reply, double *wait_s) {
+// The oldest outstanding request (for messages), else the oldest queued one.
+static const rlc_env_req *oldest(const rlc_env *env) {
+    for (int i = 0; i < env->nq; i++)
+        if (env->q[i].sent) return &env->q[i];
+    return env->nq ? &env->q[0] : NULL;
+}
+
+void rlc_env_send(rlc_env *env, const char *req, const char *traj, const char *expect, int64_t tag) {
     CHECK(env->pid > 0, "environment not running");
-    if (n <= 0) return;
-    const double t_begin = rlc_now();
-    double *t_sent = rlc_calloc((size_t)n, sizeof(double));
-    char *state = rlc_calloc((size_t)n, 1);   // 0 unsent, 1 outstanding, 2 answered
-    rlc_strbuf w = {0};                          // bytes being written (whole requests)
-    size_t w_off = 0;
-    int next = 0, outstanding = 0, got = 0;
-    double last = rlc_now();   // the deadline counts from the last reply (or the batch start)
+    for (int i = 0; i < env->nq; i++) CHECK(strcmp(env->q[i].traj, traj), "two outstanding requests for trajectory %s", traj);
+    if (env->nq == env->capq) {
+        env->capq = env->capq ? env->capq * 2 : 64;
+        env->q = rlc_realloc(env->q, (size_t)env->capq * sizeof *env->q);
+    }
+    if (env->nq == 0) env->last = rlc_now();   // the deadline counts from here when nothing was pending
+    env->q[env->nq++] = (rlc_env_req){rlc_strdup(traj), rlc_strdup(expect), rlc_strdup(req), tag, 0.0, 0};
+}
+
+int rlc_env_pending(const rlc_env *env) { return env->nq; }
+
+// Parse the complete line at rbuf[0..ll) (used bytes: used) and match it; returns the reply and its slot, or dies.
+static cJSON *take_line(rlc_env *env, size_t ll, size_t used, int *slot) {
+    char *line = env->rbuf;
+    if (ll && line[ll - 1] == '\r') ll--;
+    rlc_strbuf err = {0};
+    cJSON *j = rlc_env_parse_line(line, ll, &err);
+    if (!j) die_kill(env, "%s%s", err.s, "");
+    const char *ty = cJSON_GetObjectItemCaseSensitive(j, "type")->valuestring;
+    const cJSON *tr = cJSON_GetObjectItemCaseSensitive(j, "traj");
+    const char *tid = cJSON_IsString(tr) ? tr->valuestring : NULL;
+    if (!strcmp(ty, "error")) {
+        const cJSON *m = cJSON_GetObjectItemCaseSensitive(j, "message");
+        char sm[400], tw[300];
+        snprintf(sm, sizeof sm, "%.300s", cJSON_IsString(m) ? m->valuestring : "(no message)");
+        snprintf(tw, sizeof tw, "%s%.200s%s", tid ? "trajectory '" : "", tid ? tid : "", tid ? "'" : "no trajectory");
+        die_kill(env, "reported an error for %s: %s", tw, sm);
+    }
+    int q = -1;
+    for (int i = 0; tid && i < env->nq; i++)
+        if (env->q[i].sent && !strcmp(env->q[i].traj, tid)) {
+            q = i;
+            break;
+        }
+    if (q < 0) {
+        char sh[160];
+        shown(sh, sizeof sh, line, ll);
+        die_kill(env, "a \"%s\" reply for a trajectory with no outstanding request: '%s'", ty, sh);
+    }
+    if (strcmp(ty, env->q[q].expect)) {
+        char what[512];
+        describe(what, sizeof what, &env->q[q]);
+        die_kill(env, "%s got a \"%s\" reply", what, ty);
+    }
+    memmove(env->rbuf, env->rbuf + used, env->rlen - used);
+    env->rlen -= used;
+    *slot = q;
+    return j;
+}
+
+cJSON *rlc_env_recv(rlc_env *env, int block, int64_t *tag, double *wait_s) {
+    CHECK(env->pid > 0, "environment not running");
     char what[512];
-    for (int i = 0; i < n; i++) reply[i] = NULL;
-    while (got < n) {
-        // queue requests while the cap allows; a request is outstanding once queued
-        while (next < n && (env->max_inflight <= 0 || outstanding < env->max_inflight)) {
-            rlc_sb_puts(&w, req[next]);
-            rlc_sb_putc(&w, '\n');
-            state[next] = 1;
-            t_sent[next] = rlc_now();
-            outstanding++;
-            next++;
+    for (;;) {
+        // a complete line already buffered
+        char *nl = env->rlen ? memchr(env->rbuf, '\n', env->rlen) : NULL;
+        if (nl) {
+            int q;
+            const size_t ll = (size_t)(nl - env->rbuf);
+            cJSON *j = take_line(env, ll, ll + 1, &q);
+            rlc_env_req *r = &env->q[q];
+            *tag = r->tag;
+            if (wait_s) *wait_s = rlc_now() - r->t_sent;
+            free(r->traj);
+            free(r->expect);
+            free(r->req);
+            memmove(r, r + 1, (size_t)(env->nq - q - 1) * sizeof *r);
+            env->nq--;
+            env->outstanding--;
+            return j;
+        }
+        if (env->nq == 0) return NULL;
+        // queue requests while the cap allows (in order)
+        for (int i = 0; i < env->nq && (env->max_inflight <= 0 || env->outstanding < env->max_inflight); i++) {
+            rlc_env_req *r = &env->q[i];
+            if (r->sent) continue;
+            rlc_sb_puts(&env->wbuf, r->req);
+            rlc_sb_putc(&env->wbuf, '\n');
+            r->sent = 1;
+            r->t_sent = rlc_now();
+            env->outstanding++;
         }
         struct pollfd p[2];
         int np = 0;
         p[np++] = (struct pollfd){env->from_child, POLLIN, 0};
-        if (w_off < w.n) p[np++] = (struct pollfd){env->to_child, POLLOUT, 0};
-        const double left = env->timeout_s - (rlc_now() - last);
+        if (env->woff < env->wbuf.n) p[np++] = (struct pollfd){env->to_child, POLLOUT, 0};
+        const double left = env->timeout_s - (rlc_now() - env->last);
         if (left <= 0) {
-            int k = 0;
-            while (k < n && state[k] != 1) k++;
-            describe(what, sizeof what, traj[k < n ? k : 0], expect[k < n ? k : 0]);
+            describe(what, sizeof what, oldest(env));
             char tm[64];
             snprintf(tm, sizeof tm, "%g", env->timeout_s);
             die_kill(env, "no reply for %s within %s s (multi_turn.env_timeout_s)", what, tm);
         }
-        int rc = poll(p, (nfds_t)np, (int)(left * 1000.0) + 1);
+        int rc = poll(p, (nfds_t)np, block ? (int)(left * 1000.0) + 1 : 0);
         if (rc < 0) {
             if (errno == EINTR) continue;
             rlc_die("environment '%s': poll failed: %s", env->command, strerror(errno));
         }
-        if (rc == 0) continue;
+        if (rc == 0) {
+            if (!block) return NULL;
+            continue;
+        }
         if (np > 1 && (p[1].revents & (POLLOUT | POLLERR | POLLHUP))) {
-            ssize_t k = write_nosigpipe(env->to_child, w.s + w_off, w.n - w_off);
+            ssize_t k = write_nosigpipe(env->to_child, env->wbuf.s + env->woff, env->wbuf.n - env->woff);
             if (k < 0 && errno != EAGAIN && errno != EINTR) {
-                int q = 0;
-                while (q < n && state[q] != 1) q++;
-                describe(what, sizeof what, traj[q < n ? q : 0], expect[q < n ? q : 0]);
+                describe(what, sizeof what, oldest(env));
                 die_dead(env, what);
             }
-            if (k > 0) w_off += (size_t)k;
-            if (w_off == w.n) {
-                rlc_sb_clear(&w);
-                w_off = 0;
+            if (k > 0) env->woff += (size_t)k;
+            if (env->woff == env->wbuf.n) {
+                rlc_sb_clear(&env->wbuf);
+                env->woff = 0;
             }
         }
         if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
@@ -167,9 +240,7 @@ void rlc_env_exchange(rlc_env *env, int n, const char *const *req, const char *c
             }
             ssize_t k = read(env->from_child, env->rbuf + env->rlen, env->rcap - env->rlen - 1);
             if (k == 0) {
-                int q = 0;
-                while (q < n && state[q] != 1) q++;
-                describe(what, sizeof what, traj[q < n ? q : 0], expect[q < n ? q : 0]);
+                describe(what, sizeof what, oldest(env));
                 die_dead(env, what);
             }
             if (k < 0) {
@@ -177,64 +248,27 @@ void rlc_env_exchange(rlc_env *env, int n, const char *const *req, const char *c
                 rlc_die("environment '%s': read failed: %s", env->command, strerror(errno));
             }
             env->rlen += (size_t)k;
-            last = rlc_now();
-            size_t off = 0;
-            for (;;) {
-                char *nl = memchr(env->rbuf + off, '\n', env->rlen - off);
-                if (!nl) break;
-                char *line = env->rbuf + off;
-                size_t ll = (size_t)(nl - line);
-                off += ll + 1;
-                if (ll && line[ll - 1] == '\r') ll--;
-                rlc_strbuf err = {0};
-                cJSON *j = rlc_env_parse_line(line, ll, &err);
-                if (!j) die_kill(env, "%s%s", err.s, "");
-                const char *ty = cJSON_GetObjectItemCaseSensitive(j, "type")->valuestring;
-                const cJSON *tr = cJSON_GetObjectItemCaseSensitive(j, "traj");
-                const char *tid = cJSON_IsString(tr) ? tr->valuestring : NULL;
-                if (!strcmp(ty, "error")) {
-                    const cJSON *m = cJSON_GetObjectItemCaseSensitive(j, "message");
-                    char sm[400];
-                    snprintf(sm, sizeof sm, "%.300s", cJSON_IsString(m) ? m->valuestring : "(no message)");
-                    char tw[300];
-                    snprintf(tw, sizeof tw, "%s%.200s%s", tid ? "trajectory '" : "", tid ? tid : "", tid ? "'" : "no trajectory");
-                    die_kill(env, "reported an error for %s: %s", tw, sm);
-                }
-                int q = -1;
-                if (tid)
-                    for (int i = 0; i < n; i++)
-                        if (state[i] == 1 && !strcmp(traj[i], tid)) {
-                            q = i;
-                            break;
-                        }
-                if (q < 0) {
-                    char sh[160];
-                    shown(sh, sizeof sh, line, ll);
-                    die_kill(env, "a \"%s\" reply for a trajectory with no outstanding request: '%s'", ty, sh);
-                }
-                if (strcmp(ty, expect[q])) {
-                    describe(what, sizeof what, traj[q], expect[q]);
-                    die_kill(env, "%s got a \"%s\" reply", what, ty);
-                }
-                reply[q] = j;
-                state[q] = 2;
-                if (wait_s) wait_s[q] = rlc_now() - t_sent[q];
-                outstanding--;
-                got++;
-            }
-            memmove(env->rbuf, env->rbuf + off, env->rlen - off);
-            env->rlen -= off;
+            env->last = rlc_now();
         }
     }
-    if (env->rlen) {
-        char sh[160];
-        shown(sh, sizeof sh, env->rbuf, env->rlen);
-        die_kill(env, "sent output after the last reply of a batch: '%s'%s", sh, "");
+}
+
+void rlc_env_exchange(rlc_env *env, int n, const char *const *req, const char *const *traj, const char *const *expect,
+                      cJSON **reply, double *wait_s) {
+    const double t0 = rlc_now();
+    for (int i = 0; i < n; i++) {
+        reply[i] = NULL;
+        rlc_env_send(env, req[i], traj[i], expect[i], i);
     }
-    env->wait_s += rlc_now() - t_begin;
-    rlc_sb_free(&w);
-    free(t_sent);
-    free(state);
+    for (int got = 0; got < n; got++) {
+        int64_t tag;
+        double w;
+        cJSON *j = rlc_env_recv(env, 1, &tag, &w);
+        CHECK(j && tag >= 0 && tag < n && !reply[tag], "reply slot %lld", (long long)tag);
+        reply[tag] = j;
+        if (wait_s) wait_s[tag] = w;
+    }
+    env->wait_s += rlc_now() - t0;
 }
 
 void rlc_env_start(rlc_env *env, const char *command, double timeout_s, int max_inflight, const rlc_env_hello *h) {
@@ -377,6 +411,13 @@ void rlc_env_stop(rlc_env *env) {
     }
     if (env->from_child > 0) close(env->from_child);
     cJSON_Delete(env->tools);
+    for (int i = 0; i < env->nq; i++) {
+        free(env->q[i].traj);
+        free(env->q[i].expect);
+        free(env->q[i].req);
+    }
+    free(env->q);
+    rlc_sb_free(&env->wbuf);
     free(env->rbuf);
     free(env->command);
     memset(env, 0, sizeof *env);

@@ -34,6 +34,11 @@ typedef struct {
     int to_child, from_child;       // pipe fds (our ends), non-blocking
     char *rbuf;                     // buffered reply bytes (rlen of rcap)
     size_t rlen, rcap;
+    struct rlc_env_req *q;          // (nq of capq) requests queued or outstanding
+    int nq, capq, outstanding;
+    rlc_strbuf wbuf;                // bytes being written (whole requests), from woff
+    size_t woff;
+    double last;                    // time of the last reply (or of the first request after an idle period)
     struct cJSON *tools;            // the hello's tool list (owned; an empty list when none)
     int observe;                    // RLC_ENV_OBSERVE_*
     double wait_s;                  // total seconds spent in rlc_env_exchange
@@ -49,6 +54,15 @@ void rlc_env_start(rlc_env *env, const char *command, double timeout_s, int max_
 // request i to its reply in wait_s[i] (may be NULL). traj ids of one batch are distinct.
 void rlc_env_exchange(rlc_env *env, int n, const char *const *req, const char *const *traj, const char *const *expect,
                       struct cJSON **reply, double *wait_s);
+
+// Streaming form (the continuous engine): queue one request (sent when the inflight cap allows); tag is returned
+// with its reply.
+void rlc_env_send(rlc_env *env, const char *req, const char *traj, const char *expect, int64_t tag);
+// One reply matched to an outstanding request, or NULL when none is ready (block = 0). block = 1 waits for one
+// (dies after timeout_s without any reply). *tag and *wait_s (seconds since its request was sent; may be NULL)
+// describe the request it answers. Caller frees the reply with cJSON_Delete.
+struct cJSON *rlc_env_recv(rlc_env *env, int block, int64_t *tag, double *wait_s);
+int rlc_env_pending(const rlc_env *env);   // requests queued or outstanding
 
 // Close its stdin, wait briefly for it to exit, then SIGTERM / SIGKILL its process group.
 void rlc_env_stop(rlc_env *env);
