@@ -15,6 +15,7 @@
 #include "model/params.h"
 #include "io_testutil.h"
 #include "rollout/agent.h"
+#include "rollout/kv_cache.h"
 #include "rollout/env.h"
 #include "test_tokenizer_util.h"
 #include "testlib.h"
@@ -558,12 +559,15 @@ typedef struct {
     int n_prompts, threads, max_num_seqs;
     const char *env_args;
     int only;                 // >= 0: run that prompt alone
+    int continuous;           // 1: the engine's multi-turn mode; 0: the turn-by-turn reference
+    int64_t kv_bytes;         // 0: 32 MB
 } eng_case;
 
 static int32_t EP_IDS[6][40];
 static int64_t EP_LEN[6];
 
-static agent_traj *run_engine(tiny_lm *t, backend_ctx *be, const agent_config *c, const eng_case *ec, int n, int64_t *computed) {
+static agent_traj *run_engine(tiny_lm *t, backend_ctx *be, const agent_config *c, const eng_case *ec, int n, int64_t *computed,
+                              int64_t *n_preempt) {
     backend_set_threads(be, ec->threads);
     rollout_config rc;
     rollout_config_default(&rc);
@@ -572,7 +576,7 @@ static agent_traj *run_engine(tiny_lm *t, backend_ctx *be, const agent_config *c
     rc.seed = 11;
     rc.stop_ids = STOPS;
     rc.n_stop_ids = (int)(sizeof STOPS / sizeof *STOPS);
-    rc.kv_cache_bytes = 32 << 20;
+    rc.kv_cache_bytes = ec->kv_bytes ? ec->kv_bytes : 32 << 20;
     rc.max_num_seqs = ec->max_num_seqs;
     rollout_engine *e = rollout_engine_new(&t->m, &rc);
     rlc_env env;
@@ -585,11 +589,12 @@ static agent_traj *run_engine(tiny_lm *t, backend_ctx *be, const agent_config *c
     for (int p = 0; p < ec->n_prompts; p++)
         if (ec->only < 0 || p == ec->only)
             pr[np++] = (agent_prompt){.ids = EP_IDS[p], .len = EP_LEN[p], .id = (uint64_t)(100 + p), .agent = AGENT_TOOL, .ground_truth = "x"};
-    agent_run run = {.generate = agent_engine_generator, .generate_ctx = e, .tok = TOK, .env = &env, .cfg = *c, .n = n, .seed = 1,
-                     .split = "train", .step = 0};
+    agent_run run = {.engine = ec->continuous ? e : NULL, .generate = agent_engine_generator, .generate_ctx = e, .tok = TOK,
+                     .env = &env, .cfg = *c, .n = n, .seed = 1, .split = "train", .step = 0};
     agent_traj *out = rlc_calloc((size_t)(np * n), sizeof *out);
     agent_rollout(&run, pr, np, out);
     if (computed) *computed = run.computed_prompt_tokens;
+    if (n_preempt) *n_preempt = run.n_preempt;
     rlc_env_stop(&env);
     rollout_engine_free(e);
     backend_set_threads(be, 2);
@@ -616,9 +621,9 @@ static void test_engine(backend_ctx *be) {
     agent_config_default(&c);
     c.response_length = 80;
     const int sz = getenv("RLC_SAN") ? 3 : NP;   // fewer prompts under the sanitizers
-    eng_case base = {sz, 2, 256, NULL, -1};
+    eng_case base = {sz, 2, 256, NULL, -1, 0, 0};
     int64_t computed = 0;
-    agent_traj *ref = run_engine(&t, be, &c, &base, N, &computed);
+    agent_traj *ref = run_engine(&t, be, &c, &base, N, &computed, NULL);
     int n_multi = 0, ends[AGENT_END_COUNT] = {0};
     for (int i = 0; i < sz * N; i++) {
         check_invariants(&ref[i], &c, "engine trajectory");
@@ -680,22 +685,39 @@ static void test_engine(backend_ctx *be) {
         tl_check_close("multi-turn rollout log-probs vs a full forward over prompt ‖ response", lr, la, nt, 1e-5);
         free(la), free(lr);
     }
+    // the KV pool of the small-budget case: a few blocks more than one trajectory needs
+    const int64_t blk = kv_cache_block_bytes(t.cfg.num_hidden_layers, t.cfg.num_key_value_heads, t.cfg.head_dim, 16, KV_F32);
     const eng_case var[] = {
-        {sz, 1, 256, NULL, -1},
-        {sz, 2, 3, NULL, -1},
-        {sz, 2, 256, "--seed 9 --max-inflight 2", -1},
+        {sz, 2, 256, "--seed 9 --max-inflight 2", -1, 0, 0},
+        {sz, 2, 256, NULL, -1, 1, 0},
+        {sz, 1, 256, "--seed 3", -1, 1, 0},
+        {sz, 2, 3, "--seed 6 --max-inflight 1", -1, 1, 0},
+        {sz, 2, 256, "--seed 8", -1, 1, blk * 14},
     };
-    const char *names[] = {"1 thread", "3 sequences per step", "replies shuffled and delayed, 2 in flight"};
-    for (int v = 0; v < 3; v++) {
-        agent_traj *o = run_engine(&t, be, &c, &var[v], N, NULL);
+    const char *names[] = {"replies shuffled and delayed, 2 in flight",
+                           "the continuous engine (KV kept across turns)", "the continuous engine, 1 thread, shuffled replies",
+                           "the continuous engine, 3 sequences per step, one request in flight",
+                           "the continuous engine, a KV pool that drops waiting samples and preempts"};
+    for (int v = 0; v < (int)(sizeof var / sizeof *var); v++) {
+        int64_t comp = 0, npre = 0;
+        agent_traj *o = run_engine(&t, be, &c, &var[v], N, &comp, &npre);
         int same = 1;
         for (int i = 0; i < sz * N; i++) same = same && same_traj(&o[i], &ref[i]);
-        TL_CHECK(same, "engine trajectories with %s == reference (bitwise)", names[v]);
+        TL_CHECK(same, "engine trajectories with %s == the turn-by-turn reference (bitwise)", names[v]);
+        if (var[v].continuous && !var[v].kv_bytes) {
+            // nothing is re-prefilled: each prompt once (shared by its samples), then every response token but the last
+            int64_t want = 0;
+            for (int p = 0; p < sz; p++) want += EP_LEN[p];
+            for (int i = 0; i < sz * N; i++) want += o[i].len - 1;
+            TL_CHECK(comp == want, "%s: %lld tokens through the forward, want %lld (prompts once + new tokens only; the "
+                     "reference passed %lld context tokens)", names[v], (long long)comp, (long long)want, (long long)computed);
+        }
+        if (var[v].kv_bytes) TL_CHECK(npre > 0, "%s: samples were dropped or preempted (%lld)", names[v], (long long)npre);
         free_trajs(o, sz * N);
     }
     for (int p = 1; p < sz; p += 2) {
-        eng_case alone = {sz, 2, 256, "--seed 5", p};
-        agent_traj *o = run_engine(&t, be, &c, &alone, N, NULL);
+        eng_case alone = {sz, 2, 256, "--seed 5", p, 1, 0};
+        agent_traj *o = run_engine(&t, be, &c, &alone, N, NULL, NULL);
         TL_CHECK(same_traj(&o[0], &ref[p * N]) && same_traj(&o[1], &ref[p * N + 1]), "prompt %d alone == in the batch (bitwise)", p);
         free_trajs(o, N);
     }

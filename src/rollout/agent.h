@@ -3,9 +3,11 @@
 // by the chat template (render-and-diff, as verl's Continuous Token builder), the multi_turn.* limits, the
 // response budget rule (a trajectory always ends on an assistant turn) and end reasons.
 //
-// The driver (agent_rollout) is turn-synchronous: every round generates one assistant turn for each live
-// trajectory from its whole context P‖R, then sends all environment steps of the round at once and waits for
-// their replies (any order). A trajectory's k-th generated token (k counted across its turns) draws
+// The driver (agent_rollout) runs in one of two modes. Continuous (agent_run.engine): inside the rollout
+// engine, a trajectory whose turn needs the environment keeps its KV cache and leaves the schedule while the
+// others decode; its observation tokens are prefilled as a chunk when the reply arrives. Turn-synchronous (the
+// reference; agent_run.generate): every round generates one assistant turn for each live trajectory from its
+// whole context P‖R, then sends all environment steps of the round at once and waits for their replies. A trajectory's k-th generated token (k counted across its turns) draws
 // sampler_uniform(seed, prompt id, sample, k), and the engine is bitwise batch-invariant, so its tokens depend
 // only on the seed, the data and the environment's replies: never on timing, batching or reply order.
 #pragma once
@@ -142,7 +144,8 @@ typedef void (*agent_generate_fn)(void *ctx, int n, const agent_gen_req *req, ag
 void agent_engine_generator(void *engine, int n, const agent_gen_req *req, agent_gen_out *out);
 
 typedef struct {
-    agent_generate_fn generate;
+    rollout_engine *engine;           // continuous mode (engine's n = n, max_new_tokens >= response_length); or NULL:
+    agent_generate_fn generate;       // turn-synchronous mode over this generator
     void *generate_ctx;
     rlc_tokenizer *tok;
     rlc_env *env;                     // NULL when no row is a tool_agent row
@@ -151,8 +154,10 @@ typedef struct {
     uint64_t seed;                    // the trainer seed (the env's per-trajectory seed derives from it)
     const char *split;                // "train" | "val" (trajectory ids)
     int64_t step;
-    int64_t computed_prompt_tokens;   // out: context tokens passed to the generator over all rounds
-    int64_t rounds;                   // out: generation rounds
+    int64_t computed_prompt_tokens;   // out: turn-synchronous: context tokens passed to the generator over all rounds;
+                                      //      continuous: tokens through the engine's forward
+    int64_t rounds;                   // out: generation rounds (continuous: engine steps)
+    int64_t n_preempt;                // out: continuous: samples preempted or dropped while waiting (recomputed)
 } agent_run;
 
 // Run n trajectories for each prompt; out[p * n + j]. Dies with one line naming the trajectory on an
