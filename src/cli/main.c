@@ -23,6 +23,7 @@ static const struct { const char *name; rlc_cmd_fn fn; const char *help; } CMDS[
     {"demo", cmd_demo, "embedded end-to-end demo: SFT then GRPO on a synthetic task"},
     {"gen-task", cmd_gen_task, "generate synthetic GSM8K-format word problems"},
     {"train-tokenizer", cmd_train_tokenizer, "train a byte-level BPE tokenizer.json"},
+    {"env", cmd_env, "environments for multi-turn tool rollouts (rlc env calculator)"},
 };
 
 static void usage(FILE *f) {
