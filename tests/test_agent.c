@@ -591,7 +591,8 @@ static agent_traj *run_engine(tiny_lm *t, backend_ctx *be, const agent_config *c
     for (int p = 0; p < ec->n_prompts; p++)
         if (ec->only < 0 || p == ec->only)
             pr[np++] = (agent_prompt){.ids = EP_IDS[p], .len = EP_LEN[p], .id = (uint64_t)(100 + p), .agent = AGENT_TOOL, .ground_truth = "x"};
-    agent_run run = {.engine = ec->continuous ? e : NULL, .generate = agent_engine_generator, .generate_ctx = e, .tok = TOK,
+    agent_engine_gen eg = {e, 0, 0};
+    agent_run run = {.engine = ec->continuous ? e : NULL, .generate = agent_engine_generator, .generate_ctx = &eg, .tok = TOK,
                      .env = &env, .cfg = *c, .n = n, .seed = 1, .split = "train", .step = 0};
     agent_traj *out = rlc_calloc((size_t)(np * n), sizeof *out);
     agent_rollout(&run, pr, np, out);

@@ -29,8 +29,9 @@ void agent_traj_free(agent_traj *t) {
     memset(t, 0, sizeof *t);
 }
 
-void agent_engine_generator(void *engine, int n, const agent_gen_req *req, agent_gen_out *out) {
-    rollout_engine *e = engine;
+void agent_engine_generator(void *ctx, int n, const agent_gen_req *req, agent_gen_out *out) {
+    agent_engine_gen *g = ctx;
+    rollout_engine *e = g->engine;
     const rollout_config *cfg = rollout_engine_config(e);
     const int n0 = cfg->n;
     const sampler_params sp = cfg->sampling;
@@ -56,6 +57,8 @@ void agent_engine_generator(void *engine, int n, const agent_gen_req *req, agent
     rollout_generate_streams(e, pr, st, np, &res);
     if (k != n0) rollout_engine_set_sampling(e, n0, &sp);
     CHECK(res.n_samples == n, "engine returned %d samples for %d requests", res.n_samples, n);
+    g->computed_tokens += res.computed_tokens;
+    g->gen_tokens += res.gen_tokens;
     for (int i = 0; i < n; i++) {
         rollout_sample *s = &res.samples[i];
         out[i] = (agent_gen_out){s->ids, s->logprobs, s->len, s->finish};

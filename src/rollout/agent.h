@@ -139,9 +139,15 @@ typedef struct {
     int finish;                       // ROLLOUT_FINISH_*
 } agent_gen_out;
 // The model behind the driver: generates one turn for each request. agent_engine_generator drives a
-// rollout_engine (its n is set to 1 for the call and restored); tests may script one.
+// rollout_engine (ctx: an agent_engine_gen; the engine's n is set to 1 for the call and restored); tests may
+// script one.
 typedef void (*agent_generate_fn)(void *ctx, int n, const agent_gen_req *req, agent_gen_out *out);
-void agent_engine_generator(void *engine, int n, const agent_gen_req *req, agent_gen_out *out);
+typedef struct {
+    rollout_engine *engine;
+    int64_t computed_tokens;          // out: tokens through the engine's forward, summed over the calls
+    int64_t gen_tokens;               // out: tokens generated
+} agent_engine_gen;
+void agent_engine_generator(void *ctx, int n, const agent_gen_req *req, agent_gen_out *out);
 
 typedef struct {
     rollout_engine *engine;           // continuous mode (engine's n = n, max_new_tokens >= response_length); or NULL:
