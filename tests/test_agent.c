@@ -837,6 +837,18 @@ static void test_config(void) {
                  mt->env_max_inflight == 0 && !strcmp(c.actor_rollout_ref.rollout.agent.default_agent_loop, "tool_agent"),
              "multi_turn keys parsed, verl's defaults elsewhere");
     rlc_config_free(&c);
+    // the shipped tool examples load and validate
+    static const char *const EX[] = {"examples/grpo_gsm8k_tool_qwen3_0.6b.yaml", "examples/grpo_math_python_tool_qwen3_0.6b.yaml"};
+    for (int i = 0; i < 2; i++) {
+        rlc_train_config e;
+        rlc_config_init(&e);
+        rlc_config_load_yaml(&e, EX[i]);
+        rlc_config_finalize(&e);
+        TL_CHECK(e.actor_rollout_ref.rollout.multi_turn.env_command && e.actor_rollout_ref.rollout.multi_turn.enable &&
+                     !strcmp(e.actor_rollout_ref.rollout.agent.default_agent_loop, "tool_agent"),
+                 "%s: a tool_agent config with an environment", EX[i]);
+        rlc_config_free(&e);
+    }
     io_expect_die("tool_config_path", cfg_yaml,
                   "actor_rollout_ref:\n  rollout:\n    multi_turn:\n      tool_config_path: tools.yaml\n",
                   "multi_turn.tool_config_path", "environment process", (const char *)NULL);
