@@ -808,6 +808,68 @@ static void test_calculator_env(void) {
     agent_traj_free(&t);
 }
 
+// ---- examples/envs/python_sandbox.py: each escape attempt is contained and comes back as a tool error ----
+
+static void test_sandbox(void) {
+    if (tl_system("command -v bwrap >/dev/null 2>&1 && command -v prlimit >/dev/null 2>&1") != 0) {
+        tl_skip("python sandbox containment: bubblewrap (bwrap) or prlimit is not installed (scripts/install-deps.sh)");
+        return;
+    }
+    if (tl_system("bwrap --unshare-all --die-with-parent --ro-bind /usr /usr --symlink usr/bin /bin --symlink usr/lib /lib "
+                  "--symlink usr/lib64 /lib64 --proc /proc --dev /dev -- /usr/bin/true >/dev/null 2>&1") != 0) {
+        tl_skip("python sandbox containment: bwrap cannot create its namespaces here (a container without user namespaces?)");
+        return;
+    }
+    static const struct { const char *what, *code, *want; int is_error; } C[] = {
+        {"a normal run", "print(sum(range(10)))", "45\n", 0},
+        {"an infinite loop", "while True: pass", "[killed:", 1},
+        {"a fork bomb", "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass", "[killed:", 1},
+        {"a 10 GB allocation", "x = bytearray(10 * 1024**3)", "MemoryError", 1},
+        {"a write outside /tmp", "open('/usr/lib/x', 'w')", "Read-only file system", 1},
+        {"a write to the host's /root", "open('/root/x', 'w')", "No such file or directory", 1},
+        {"a network connection", "import socket\nsocket.create_connection(('1.1.1.1', 80), timeout=2)", "Network is unreachable", 1},
+        {"a sleep past the wall time", "import time\ntime.sleep(60)", "[killed:", 1},
+        {"an output flood", "print('x' * 10**6)", "[output cut at 4096 bytes]", 1},
+        {"a private /tmp", "open('/tmp/f', 'w').write('ok')\nprint(open('/tmp/f').read())", "ok\n", 0},
+    };
+    const int n = (int)(sizeof C / sizeof *C);
+    rlc_env env;
+    rlc_env_hello h = {"hermes", "qwen3", -1, 1024, n, 256};
+    rlc_env_start(&env, "python3 examples/envs/python_sandbox.py --timeout 3 --cpu 1 --memory-mb 256 --nproc 64 --max-output 4096 --jobs 4",
+                  60.0, 0, &h);
+    const char *traj[1] = {"sandbox:0:0:0"};
+    const char *st[1] = {"{\"type\":\"start\",\"traj\":\"sandbox:0:0:0\"}"}, *ex_st[1] = {"started"};
+    cJSON *rep[1];
+    rlc_env_exchange(&env, 1, st, traj, ex_st, rep, NULL);
+    cJSON_Delete(rep[0]);
+    rlc_strbuf r = {0};
+    rlc_sb_puts(&r, "{\"type\":\"step\",\"traj\":\"sandbox:0:0:0\",\"turn\":1,\"tool_calls\":[");
+    for (int i = 0; i < n; i++) {
+        rlc_sb_printf(&r, "%s{\"id\":\"call_1_%d\",\"name\":\"python\",\"arguments\":{\"code\":", i ? "," : "", i);
+        rlc_sb_json_str(&r, C[i].code, strlen(C[i].code));
+        rlc_sb_puts(&r, "}}");
+    }
+    rlc_sb_puts(&r, "]}");
+    const char *sr[1] = {r.s}, *ex_ob[1] = {"observation"};
+    rlc_env_exchange(&env, 1, sr, traj, ex_ob, rep, NULL);
+    const cJSON *res = cJSON_GetObjectItemCaseSensitive(rep[0], "results");
+    for (int i = 0; i < n; i++) {
+        char id[32];
+        snprintf(id, sizeof id, "call_1_%d", i);
+        const cJSON *hit = NULL, *x;
+        cJSON_ArrayForEach(x, res) if (!strcmp(cJSON_GetObjectItemCaseSensitive(x, "id")->valuestring, id)) hit = x;
+        const char *content = hit ? cJSON_GetObjectItemCaseSensitive(hit, "content")->valuestring : "";
+        const int err = hit && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(hit, "is_error"));
+        TL_CHECK(hit && err == C[i].is_error && strstr(content, C[i].want), "sandbox, %s: is_error %d, content '%.300s'", C[i].what, err,
+                 content);
+    }
+    cJSON_Delete(rep[0]);
+    rlc_sb_free(&r);
+    rlc_env_stop(&env);
+    // nothing the sandboxed code started outlives its call
+    TL_CHECK(tl_system("sleep 1; ! pgrep -f 'python3 -I -S -[c]' >/dev/null") == 0, "no sandboxed process is left");
+}
+
 // ---- configuration: verl's multi_turn.* and agent keys ----
 
 static void cfg_yaml(void *text) {
@@ -887,6 +949,7 @@ int main(void) {
         test_errors();
         test_start_errors();
         test_calculator_env();
+        test_sandbox();
         backend_ctx be;
         backend_init(&be, 2);
         test_engine(&be);
