@@ -16,9 +16,14 @@ static const char USAGE[] =
     "  --tools  comma-separated tools to declare (default: both)\n";
 
 int cmd_env(int argc, char **argv) {
-    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        fputs(USAGE, argc < 2 ? stderr : stdout);
-        return argc < 2 ? 1 : 0;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(USAGE, stdout);
+            return 0;
+        }
+    if (argc < 2) {
+        fputs(USAGE, stderr);
+        return 1;
     }
     if (strcmp(argv[1], "calculator")) rlc_die("rlc env: unknown environment '%s', expected calculator", argv[1]);
     cli_args a;
