@@ -1,8 +1,12 @@
 // test_agent.c: multi-turn tool rollouts. Parsing, local answers and truncation by hand (verl's exact texts);
-// observation tokens against the spec's golden ids and against Python jinja2 + HF tokenizers (npm); the driver
-// with a scripted model and the scripted environment (tests/envs/scripted_env.py): every end reason, limit and
-// protocol error, reply order and inflight caps; the rollout engine behind the driver on a tiny model: mask and
-// budget invariants, and trajectories bitwise independent of thread count, batch composition and reply order.
+// observation tokens against the spec's golden ids and against Python jinja2 + HF tokenizers (npm); the
+// multi_turn.* / agent config keys and the shipped tool configs; the driver with a scripted model and the
+// scripted environment (tests/envs/scripted_env.py): every end reason, limit and protocol error, reply order and
+// inflight caps; `rlc env calculator` (exact arithmetic, verl's GSM8K tool); the Python sandbox's containment
+// (examples/envs/python_sandbox.py, skipped without bubblewrap); and the rollout engine behind the driver on a
+// tiny Qwen3-vocabulary model: mask and budget invariants, log-probs against a full forward, and the continuous
+// engine (KV kept across turns) bitwise equal to the turn-by-turn re-prefill reference, independent of thread
+// count, batch composition, KV pressure and reply order, with only new tokens through the forward.
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
