@@ -16,6 +16,7 @@ PKGS=(
   libsnappy-dev libzstd-dev zlib1g-dev  # Parquet datasets' codecs (SNAPPY, ZSTD, GZIP)
   protobuf-compiler python3-protobuf  # decode TensorBoard event files in tests, against TensorBoard's .proto files
   clang libclang-rt-dev libomp-dev    # libFuzzer targets (make fuzz): clang's fuzzer/sanitizer runtimes, its OpenMP
+  bubblewrap                    # the sandbox of examples/envs/python_sandbox.py (model-written code in tool calls)
 )
 # Node.js + npm run the tokenizer oracle (HF tokenizers) and the chat-template oracle; take Debian's only if absent.
 command -v npm >/dev/null || PKGS+=(nodejs npm)

@@ -11,7 +11,8 @@
 // each then loaded, rendering a conversation, encoding and decoding), the trainer YAML, prompt datasets (raw GSM8K and verl rows),
 // SFT text and SFT id JSONL, Parquet rows (arrow-rs and hyparquet-writer files), the AdamW state file, the PPO critic's
 // checkpoint (model.safetensors with score.*) and its value-head optimizer state, a PEFT LoRA adapter folder
-// (adapter_config.json, adapter_model.safetensors), and the input files of `rlc generate` (prompt, messages
+// (adapter_config.json, adapter_model.safetensors), an agent environment's reply lines (through a stand-in process),
+// and the input files of `rlc generate` (prompt, messages
 // and input_ids lines, on a tiny model with the BPE trainer's tokenizer) and `rlc logprob` (id sequences), run
 // as the rlc binary itself ($RLC_BUILD/rlc).
 // Regression cases (test_regressions) hold the minimized inputs coverage-guided fuzzing (fuzz/) found.
@@ -35,6 +36,7 @@
 #include "io/peft.h"
 #include "io/safetensors.h"
 #include "model/config.h"
+#include "rollout/env.h"
 #include "template/chat_render.h"
 #include "template/template.h"
 #include "io_testutil.h"
@@ -454,6 +456,41 @@ static const char LOGPROB_JSONL[] =
     "{\"input_ids\": [1, 2]}\n"
     "{\"input_ids\": [300, 7, 7, 7, 0, 64]}\n";
 
+// An environment's replies (rlc-env/1): a stand-in process answers each request line with the next line of
+// PATH; rlc runs the handshake and a start, step and finish batch of two trajectories through the reply reader.
+static const char ENV_REPLIES[] =
+    "{\"type\":\"hello\",\"protocol\":\"rlc-env/1\",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"echo\","
+    "\"description\":\"Echo.\",\"parameters\":{\"type\":\"object\",\"properties\":{}}}}],\"observe\":\"tool_calls\",\"max_inflight\":0}\n"
+    "{\"type\":\"started\",\"traj\":\"b\"}\n"
+    "{\"type\":\"started\",\"traj\":\"a\"}\n"
+    "{\"type\":\"observation\",\"traj\":\"a\",\"results\":[{\"id\":\"call_1_0\",\"content\":\"x\",\"is_error\":false}]}\n"
+    "{\"type\":\"observation\",\"traj\":\"b\",\"results\":[]}\n"
+    "{\"type\":\"finished\",\"traj\":\"b\",\"score\":null}\n"
+    "{\"type\":\"finished\",\"traj\":\"a\",\"score\":1.0,\"pred\":\"72\"}\n";
+static void read_env_replies(void *path) {
+    char cmd[4400];
+    snprintf(cmd, sizeof cmd, "exec 3<'%s'; while IFS= read -r q; do IFS= read -r a <&3 || exit 0; printf '%%s\\n' \"$a\"; done",
+             (const char *)path);
+    rlc_env env;
+    const rlc_env_hello h = {"hermes", "qwen3", -1, 64, 1, 256};
+    rlc_env_start(&env, cmd, 20.0, 0, &h);
+    const char *traj[2] = {"a", "b"};
+    const char *const batches[3][3] = {{"{\"type\":\"start\",\"traj\":\"%s\"}", "started"},
+                                       {"{\"type\":\"step\",\"traj\":\"%s\",\"tool_calls\":[]}", "observation"},
+                                       {"{\"type\":\"finish\",\"traj\":\"%s\"}", "finished"}};
+    for (int b = 0; b < 3; b++) {
+        char r0[128], r1[128];
+        snprintf(r0, sizeof r0, batches[b][0], traj[0]);
+        snprintf(r1, sizeof r1, batches[b][0], traj[1]);
+        const char *req[2] = {r0, r1}, *exp[2] = {batches[b][1], batches[b][1]};
+        cJSON *rep[2];
+        rlc_env_exchange(&env, 2, req, traj, exp, rep, NULL);
+        cJSON_Delete(rep[0]);
+        cJSON_Delete(rep[1]);
+    }
+    rlc_env_stop(&env);
+}
+
 // ---- driver ----
 
 static void fuzz_target(const target *t, const char *seed, size_t seed_n, int cases, uint64_t rng_seed) {
@@ -641,6 +678,7 @@ int main(void) {
     const target T_PARQUET_V2 = {"rows_v2.parquet", "", 0, read_parquet};
     const target T_HF_REF = {"main", "hub/models--Org--Fuzz/refs", 0, read_hf_ref};
     const target T_TMPL = {"chat_template.jinja", "", 0, read_chat_template};
+    const target T_ENV = {"env_replies.jsonl", "", 0, read_env_replies};
 
     fuzz_target(&T_CONFIG, cfg_seed, cfg_n, cases, s0 + 1);
     fuzz_target(&T_ST, st_seed, st_n, cases, s0 + 2);
@@ -679,6 +717,7 @@ int main(void) {
     fuzz_target(&T_SPM_TOK, spm_seed, strlen(spm_seed), cases, s0 + 41);
     free(spm_seed);
     fuzz_target(&T_TMPL, RLC_QWEN3_CHAT_TEMPLATE, strlen(RLC_QWEN3_CHAT_TEMPLATE), cases, s0 + 15);
+    fuzz_target(&T_ENV, ENV_REPLIES, sizeof ENV_REPLIES - 1, cases, s0 + 16);
     size_t yaml_n;
     char *yaml_seed = rlc_read_file("examples/grpo_gsm8k_tpu_seed.yaml", &yaml_n);
     fuzz_target(&T_YAML, yaml_seed, yaml_n, cases, s0 + 4);

@@ -16,6 +16,7 @@ int cmd_demo(int argc, char **argv);       // the embedded end-to-end demo
 int cmd_gen_task(int argc, char **argv);   // synthetic GSM8K-style task generator
 int cmd_train_tokenizer(int argc, char **argv); // byte-level BPE trainer
 int cmd_merge_lora(int argc, char **argv);  // PEFT adapter + base -> merged HF checkpoint
+int cmd_env(int argc, char **argv);        // environments for multi-turn rollouts (rlc-env/1)
 
 // Small argument helpers shared by the commands: "--key value" and "--key=value" forms.
 // cli_opt returns the value of --name or NULL; cli_flag returns 1 if --name is present.

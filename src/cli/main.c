@@ -24,6 +24,7 @@ static const struct { const char *name; rlc_cmd_fn fn; const char *help; } CMDS[
     {"gen-task", cmd_gen_task, "generate synthetic GSM8K-format word problems"},
     {"train-tokenizer", cmd_train_tokenizer, "train a byte-level BPE tokenizer.json"},
     {"merge-lora", cmd_merge_lora, "merge a PEFT LoRA adapter into its base: a plain HF checkpoint"},
+    {"env", cmd_env, "environments for multi-turn tool rollouts (rlc env calculator)"},
 };
 
 static void usage(FILE *f) {

@@ -11,7 +11,8 @@
 #include "rollout/paged_attention.h"
 #include "rollout/rowgemm.h"
 
-enum { SEQ_WAITING = 0, SEQ_RUNNING = 1, SEQ_DONE = 2 };
+// SEQ_WAIT_ENV: a multi-turn sample between turns, out of the schedule, its KV blocks kept (unless dropped).
+enum { SEQ_WAITING = 0, SEQ_RUNNING = 1, SEQ_DONE = 2, SEQ_WAIT_ENV = 3 };
 // The two KV pools: the full-attention layers' (a sequence keeps all its blocks) and the sliding layers'
 // (a sequence keeps the blocks of its window; earlier ones go back to the pool). See docs/rollout.md.
 enum { POOL_FULL = 0, POOL_WINDOW = 1, N_POOLS = 2 };
@@ -20,11 +21,15 @@ enum { PFX_NONE = 0, PFX_PREFILLING = 1, PFX_READY = 2 };
 typedef struct {
     int prompt, sample;
     uint64_t rng_id;
+    uint64_t rng_sample;     // sample index of the random stream (prompt's sample_base + sample)
+    int64_t draw_base;       // draw index of the first generated token (prompt's draw_base)
     const int32_t *pids;     // (P) prompt ids
     int64_t P;
-    int32_t *gen;            // (max_new) generated ids
-    float *lp;               // (max_new) their log-probs
-    int64_t n_gen;
+    int32_t *gen;            // (max_new) response ids: generated, and (multi-turn) observation tokens
+    float *lp;               // (max_new) their log-probs (0 for observation tokens)
+    int64_t n_gen;           // response tokens
+    int64_t n_drawn;         // generated tokens (the draw index; n_gen less observation tokens)
+    int64_t turn0;           // gen index where the current turn began
     int64_t max_total;       // min(P + max_new, max_position_embeddings)
     int32_t *bt[N_POOLS];    // (bt_stride) block tables: logical block i -> block of that pool
     int n_bt;                // logical blocks allocated (both tables)
@@ -403,6 +408,9 @@ typedef struct {
     int *running, n_running; // seq ids in admission order
     int *waiting, n_waiting; // seq ids in queue order
     int n_done;
+    const rollout_turn_hooks *hooks;   // multi-turn (NULL: a stop ends the sample)
+    int *resumed, n_resumed; // seq ids whose observation arrived with their KV kept: they rejoin the running list
+    int n_wait_env;          // samples in SEQ_WAIT_ENV
     rollout_result *res;
     double t0;
 } gen_state;
@@ -517,6 +525,20 @@ static int release_one_prefix(gen_state *g, int n_prompts) {
     return 0;
 }
 
+// Free the KV blocks of one sample waiting for its environment (before preempting running ones): it
+// recomputes its whole context when its observation arrives. Returns 1 if one was dropped.
+static int drop_one_waiting_env(gen_state *g) {
+    for (int si = 0; si < g->n_total && g->n_wait_env > 0; si++) {
+        seq_t *s = &g->seqs[si];
+        if (s->state != SEQ_WAIT_ENV || s->n_bt == 0) continue;
+        release_blocks(g, s);
+        s->n_cached = 0;
+        g->res->n_preempt++;
+        return 1;
+    }
+    return 0;
+}
+
 static void preempt(gen_state *g, int si) {
     seq_t *s = &g->seqs[si];
     release_blocks(g, s);
@@ -559,7 +581,7 @@ static int64_t step(gen_state *g, int n_prompts, feed_t *feeds, int *joiners, in
         int64_t take = 1 + (pending - 1 < extra ? pending - 1 : extra);
         int self = 0;
         while (ensure_blocks(g, s, s->n_cached, s->n_cached + take) < 0) {
-            if (release_one_prefix(g, n_prompts)) continue;
+            if (release_one_prefix(g, n_prompts) || drop_one_waiting_env(g)) continue;
             const int victim = g->running[--g->n_running];
             preempt(g, victim);
             preempted = 1;
@@ -598,7 +620,7 @@ static int64_t step(gen_state *g, int n_prompts, feed_t *feeds, int *joiners, in
             const int64_t take = n_tok(s) < budget ? n_tok(s) : budget;
             const int64_t need = (take + bs - 1) / bs;
             if (g->n_running > 0 && pools_free(e) - need < watermark) break;
-            while (pools_free(e) < need && release_one_prefix(g, n_prompts)) {}
+            while (pools_free(e) < need && (release_one_prefix(g, n_prompts) || drop_one_waiting_env(g))) {}
             if (pools_free(e) < need) break;
             CHECK(ensure_blocks(g, s, 0, take) == 0, "block allocation failed after the free check");
             feeds[nfeed++] = (feed_t){si, 0, take, T};
@@ -617,7 +639,7 @@ static int64_t step(gen_state *g, int n_prompts, feed_t *feeds, int *joiners, in
     if (nfeed == 0 && nj == 0) {
         // Nothing runnable: after a preemption (admission resumes next step), or with every block held by
         // prefixes (drop one and retry).
-        CHECK(preempted || release_one_prefix(g, n_prompts) || g->n_waiting == 0,
+        CHECK(preempted || release_one_prefix(g, n_prompts) || drop_one_waiting_env(g) || g->n_waiting == 0,
               "rollout scheduler made no progress (running %d, waiting %d, free blocks %d of at least %d)", g->n_running,
               g->n_waiting, pools_free(e), pools_min_blocks(e));
         return 0;
@@ -690,7 +712,7 @@ static int64_t step(gen_state *g, int n_prompts, feed_t *feeds, int *joiners, in
         if (cfg->on_logits)
             for (int r = 0; r < R; r++) {
                 const seq_t *s = &g->seqs[row_seq[r]];
-                cfg->on_logits(cfg->on_logits_ctx, s->prompt, s->sample, s->n_gen, e->logits + (int64_t)r * V, V);
+                cfg->on_logits(cfg->on_logits_ctx, s->prompt, s->sample, s->n_drawn, e->logits + (int64_t)r * V, V);
             }
         int32_t *new_tok = rlc_malloc((size_t)R * sizeof(int32_t));
         float *new_lp = rlc_malloc((size_t)R * sizeof(float));
@@ -699,7 +721,7 @@ static int64_t step(gen_state *g, int n_prompts, feed_t *feeds, int *joiners, in
             const seq_t *s = &g->seqs[row_seq[r]];
             const int th = omp_get_thread_num();
             CHECK(th < e->n_ws, "thread %d without a sampler workspace", th);
-            const double u = sampler_uniform(cfg->seed, s->rng_id, (uint64_t)s->sample, (uint64_t)s->n_gen);
+            const double u = sampler_uniform(cfg->seed, s->rng_id, s->rng_sample, (uint64_t)(s->draw_base + s->n_drawn));
             new_tok[r] = sampler_sample(&cfg->sampling, e->logits + (int64_t)r * V, V, u, &new_lp[r], &e->ws[th]);
         }
         const double now = rlc_now() - g->t0;
@@ -708,10 +730,20 @@ static int64_t step(gen_state *g, int n_prompts, feed_t *feeds, int *joiners, in
             s->gen[s->n_gen] = new_tok[r];
             s->lp[s->n_gen] = new_lp[r];
             s->n_gen++;
-            if (s->n_gen == 1) s->t_first = now;
+            s->n_drawn++;
+            if (s->n_drawn == 1) s->t_first = now;
             g->res->gen_tokens++;
             if (is_stop(e, new_tok[r])) s->finish = ROLLOUT_FINISH_STOP;
             else if (n_tok(s) >= s->max_total) s->finish = ROLLOUT_FINISH_LENGTH;
+            if (s->finish && g->hooks) {   // a turn ended: the hook keeps the sample waiting, or ends it
+                const int keep = g->hooks->turn_end(g->hooks->ctx, (rollout_turn_io *)g, s->prompt, s->sample, s->gen + s->turn0,
+                                                    s->lp + s->turn0, s->n_gen - s->turn0, s->finish);
+                if (keep && s->finish == ROLLOUT_FINISH_STOP) {
+                    s->finish = ROLLOUT_FINISH_NONE;
+                    s->state = SEQ_WAIT_ENV;
+                    g->n_wait_env++;
+                }
+            }
             if (s->finish) {
                 release_blocks(g, s);
                 s->state = SEQ_DONE;
@@ -731,7 +763,59 @@ static int64_t step(gen_state *g, int n_prompts, feed_t *feeds, int *joiners, in
     return T;
 }
 
+static seq_t *waiting_seq(gen_state *g, int prompt, int sample) {
+    const int n = g->e->cfg.n;
+    CHECK(prompt >= 0 && sample >= 0 && sample < n && (int64_t)prompt * n + sample < g->n_total, "sample %d of prompt %d", sample,
+          prompt);
+    seq_t *s = &g->seqs[prompt * n + sample];
+    CHECK(s->state == SEQ_WAIT_ENV, "sample %d of prompt %d is not waiting for an observation (state %d)", sample, prompt, s->state);
+    return s;
+}
+
+void rollout_turn_resume(rollout_turn_io *io, int prompt, int sample, const int32_t *ids, int64_t n) {
+    gen_state *g = (gen_state *)io;
+    seq_t *s = waiting_seq(g, prompt, sample);
+    CHECK(n >= 1 && n_tok(s) + n < s->max_total, "observation of %lld tokens for a sample at %lld of %lld tokens", (long long)n,
+          (long long)n_tok(s), (long long)s->max_total);
+    for (int64_t i = 0; i < n; i++) {
+        CHECK(ids[i] >= 0 && ids[i] < g->e->m->cfg->vocab_size, "observation token %d outside the vocabulary", ids[i]);
+        s->gen[s->n_gen + i] = ids[i];
+        s->lp[s->n_gen + i] = 0.0f;
+    }
+    s->n_gen += n;
+    s->turn0 = s->n_gen;
+    g->n_wait_env--;
+    const int si = (int)(s - g->seqs);
+    if (s->n_bt == 0) {   // its blocks were dropped: recompute the whole context through admission
+        s->state = SEQ_WAITING;
+        g->waiting[g->n_waiting++] = si;
+    } else {              // its KV is kept: the observation (and the last sampled token) is prefilled as a chunk
+        s->state = SEQ_RUNNING;
+        g->resumed[g->n_resumed++] = si;
+    }
+}
+
+void rollout_turn_end(rollout_turn_io *io, int prompt, int sample) {
+    gen_state *g = (gen_state *)io;
+    seq_t *s = waiting_seq(g, prompt, sample);
+    s->finish = ROLLOUT_FINISH_STOP;
+    release_blocks(g, s);
+    s->state = SEQ_DONE;
+    g->n_wait_env--;
+    g->n_done++;
+}
+
 void rollout_generate(rollout_engine *e, const rollout_prompt *prompts, int n_prompts, rollout_result *out) {
+    rollout_generate_turns(e, prompts, NULL, n_prompts, NULL, out);
+}
+
+void rollout_generate_streams(rollout_engine *e, const rollout_prompt *prompts, const rollout_stream *streams, int n_prompts,
+                              rollout_result *out) {
+    rollout_generate_turns(e, prompts, streams, n_prompts, NULL, out);
+}
+
+void rollout_generate_turns(rollout_engine *e, const rollout_prompt *prompts, const rollout_stream *streams, int n_prompts,
+                            const rollout_turn_hooks *hooks, rollout_result *out) {
     const rollout_config *cfg = &e->cfg;
     const model_config *c = e->m->cfg;
     memset(out, 0, sizeof *out);
@@ -749,7 +833,12 @@ void rollout_generate(rollout_engine *e, const rollout_prompt *prompts, int n_pr
             if (pr->ids[t] < 0 || pr->ids[t] >= c->vocab_size)
                 rlc_die("rollout: prompt %d token %lld has id %d outside the vocabulary [0, %d)", p, (long long)t, pr->ids[t],
                         c->vocab_size);
-        int64_t total = pr->len + cfg->max_new_tokens < max_pos ? pr->len + cfg->max_new_tokens : max_pos;
+        const rollout_stream st = streams ? streams[p] : (rollout_stream){0, 0, 0};
+        if (st.max_new_tokens < 0 || st.max_new_tokens > cfg->max_new_tokens || st.sample_base < 0 || st.draw_base < 0)
+            rlc_die("rollout: prompt %d has max_new_tokens=%d (expected 0..%d), sample_base=%d, draw_base=%lld (expected >= 0)",
+                    p, st.max_new_tokens, cfg->max_new_tokens, st.sample_base, (long long)st.draw_base);
+        const int64_t cap = st.max_new_tokens ? st.max_new_tokens : cfg->max_new_tokens;
+        int64_t total = pr->len + cap < max_pos ? pr->len + cap : max_pos;
         int64_t need = (total - 1 + bs - 1) / bs;   // the last token is never fed
         for (int pl = 0; pl < N_POOLS; pl++) {
             if (!e->has_pool[pl]) continue;
@@ -779,6 +868,8 @@ void rollout_generate(rollout_engine *e, const rollout_prompt *prompts, int n_pr
     g.bt_stride = max_blocks;
     for (int p = 0; p < N_POOLS; p++) g.bt_all[p] = rlc_calloc((size_t)(g.n_total * max_blocks) + 1, sizeof(int32_t));
     g.running = rlc_malloc(((size_t)g.n_total + 1) * sizeof(int));
+    g.hooks = hooks;
+    g.resumed = rlc_malloc(((size_t)g.n_total + 1) * sizeof(int));
     g.waiting = rlc_malloc(((size_t)g.n_total + 1) * sizeof(int));
     for (int p = 0; p < n_prompts; p++) {
         g.pfx[p].unadmitted = n;
@@ -789,11 +880,15 @@ void rollout_generate(rollout_engine *e, const rollout_prompt *prompts, int n_pr
             s->prompt = p;
             s->sample = j;
             s->rng_id = prompts[p].id;
+            const rollout_stream st = streams ? streams[p] : (rollout_stream){0, 0, 0};
+            s->rng_sample = (uint64_t)st.sample_base + (uint64_t)j;
+            s->draw_base = st.draw_base;
+            const int64_t cap = st.max_new_tokens ? st.max_new_tokens : cfg->max_new_tokens;
             s->pids = prompts[p].ids;
             s->P = prompts[p].len;
-            s->max_total = s->P + cfg->max_new_tokens < max_pos ? s->P + cfg->max_new_tokens : max_pos;
-            s->gen = rlc_malloc((size_t)cfg->max_new_tokens * sizeof(int32_t));
-            s->lp = rlc_malloc((size_t)cfg->max_new_tokens * sizeof(float));
+            s->max_total = s->P + cap < max_pos ? s->P + cap : max_pos;
+            s->gen = rlc_malloc((size_t)cap * sizeof(int32_t));
+            s->lp = rlc_malloc((size_t)cap * sizeof(float));
             for (int pl = 0; pl < N_POOLS; pl++) s->bt[pl] = g.bt_all[pl] + (int64_t)si * max_blocks;
             g.waiting[g.n_waiting++] = si;
         }
@@ -804,6 +899,20 @@ void rollout_generate(rollout_engine *e, const rollout_prompt *prompts, int n_pr
     double t_last = g.t0;
     int64_t gen_last = 0;
     while (g.n_done < g.n_total) {
+        if (hooks && g.n_wait_env > 0) {
+            // observations that arrived; wait for one when nothing else can run
+            const int idle = g.n_running == 0 && g.n_waiting == 0 && g.n_resumed == 0;
+            const int before = g.n_wait_env;
+            hooks->poll(hooks->ctx, (rollout_turn_io *)&g, idle);
+            CHECK(!idle || g.n_wait_env < before, "the turn hook's blocking poll delivered nothing (%d samples waiting)", before);
+            if (g.n_done == g.n_total) break;
+        }
+        // resumed samples rejoin the running list while max_num_seqs allows (the rest wait their turn)
+        int k = 0;
+        while (k < g.n_resumed && g.n_running < cfg->max_num_seqs) g.running[g.n_running++] = g.resumed[k++];
+        memmove(g.resumed, g.resumed + k, (size_t)(g.n_resumed - k) * sizeof(int));
+        g.n_resumed -= k;
+        if (g.n_running == 0 && g.n_waiting == 0) continue;
         out->computed_tokens += step(&g, n_prompts, feeds, joiners, row_seq);
         out->n_steps++;
         if (g.n_running > out->max_running) out->max_running = g.n_running;
@@ -854,6 +963,7 @@ void rollout_generate(rollout_engine *e, const rollout_prompt *prompts, int n_pr
     free(g.pfx);
     for (int p = 0; p < N_POOLS; p++) free(g.bt_all[p]);
     free(g.running);
+    free(g.resumed);
     free(g.waiting);
 }
 

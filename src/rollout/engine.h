@@ -68,6 +68,15 @@ typedef struct {
     uint64_t id;
 } rollout_prompt;
 
+// Multi-turn continuation (src/rollout/agent.c): a trajectory's later turn is a prompt of its whole context
+// with its own cap and the stream identity of its first turn, so that its k-th generated token (counted
+// across turns) draws sampler_uniform(seed, id, sample_base + j, draw_base + k) whatever the batch.
+typedef struct {
+    int max_new_tokens;          // 0: cfg->max_new_tokens; else this prompt's cap (1..cfg->max_new_tokens)
+    int sample_base;             // sample j draws as sample sample_base + j
+    int64_t draw_base;           // tokens the stream generated before this prompt
+} rollout_stream;
+
 typedef struct {
     int prompt, sample;          // index into the prompts, and 0..n-1
     int64_t len;                 // generated tokens (stop token included)
@@ -112,6 +121,32 @@ int64_t rollout_engine_kv_bytes(const rollout_engine *e);
 // Generate cfg->n samples for each prompt. Dies with a one-line error for an empty prompt, a prompt with
 // no room under max_position_embeddings, an out-of-vocabulary id, or a sample that cannot fit the KV pool.
 void rollout_generate(rollout_engine *e, const rollout_prompt *prompts, int n_prompts, rollout_result *out);
+// The same with a stream per prompt (streams[p] for prompts[p]); rollout_generate is streams = NULL (all zero).
+void rollout_generate_streams(rollout_engine *e, const rollout_prompt *prompts, const rollout_stream *streams, int n_prompts,
+                              rollout_result *out);
+
+// Multi-turn samples (src/rollout/agent.c). With hooks, a sample whose turn ends calls turn_end with the turn's
+// tokens (ids, log-probs; finish STOP or LENGTH). Returning 1 after a STOP keeps the sample: it leaves the schedule
+// with its KV blocks kept, and the other samples go on decoding. Between steps, poll delivers what is ready:
+// rollout_turn_resume appends the observation tokens (log-prob 0) to the sample's response; they are prefilled
+// as one chunk together with the last sampled token, and decoding resumes, with nothing before them recomputed.
+// rollout_turn_end ends a waiting sample. poll is called with block = 1 when nothing else can run; it must then
+// deliver at least one. When the KV pool runs dry, waiting samples give up their blocks first (they then
+// recompute their whole context when resumed, bitwise identically). The k-th generated token of a sample still
+// draws sampler_uniform(seed, id, sample_base + j, draw_base + k): observation tokens take no draw. The
+// result's samples hold the whole response (generated and observation tokens).
+typedef struct rollout_turn_io rollout_turn_io;   // the running generation, as the hooks see it
+typedef struct {
+    int (*turn_end)(void *ctx, rollout_turn_io *io, int prompt, int sample, const int32_t *ids, const float *logprobs, int64_t n,
+                    int finish);
+    void (*poll)(void *ctx, rollout_turn_io *io, int block);
+    void *ctx;
+} rollout_turn_hooks;
+void rollout_turn_resume(rollout_turn_io *io, int prompt, int sample, const int32_t *ids, int64_t n);
+void rollout_turn_end(rollout_turn_io *io, int prompt, int sample);
+// rollout_generate_streams with multi-turn hooks (NULL: single-turn).
+void rollout_generate_turns(rollout_engine *e, const rollout_prompt *prompts, const rollout_stream *streams, int n_prompts,
+                            const rollout_turn_hooks *hooks, rollout_result *out);
 
 // verl's rollout-vs-actor metrics over n tokens (training/rollout_probs_diff_{max,mean,std} and
 // rollout_actor_probs_pearson_corr): p = exp(logp); d = |p_actor - p_rollout|.

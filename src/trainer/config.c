@@ -129,6 +129,22 @@ static const cfg_entry k_schema[] = {
     {AR "rollout.val_kwargs.top_p", CT_FLOAT, O(actor_rollout_ref.rollout.val_kwargs.top_p), "1.0", 1e-9, 1, 0, NULL, "validation top_p"},
     {AR "rollout.val_kwargs.top_k", CT_INT, O(actor_rollout_ref.rollout.val_kwargs.top_k), "-1", -1, 1e9, 0, NULL, "validation top_k"},
     {AR "rollout.val_kwargs.do_sample", CT_BOOL, O(actor_rollout_ref.rollout.val_kwargs.do_sample), "false", 1, 0, 0, NULL, "validation sampling (false: greedy)"},
+    {AR "rollout.multi_turn.enable", CT_BOOL, O(actor_rollout_ref.rollout.multi_turn.enable), "false", 1, 0, 0, NULL, "multi-turn tool rollouts (accepted; each row's agent_name or agent.default_agent_loop picks the loop)"},
+    {AR "rollout.multi_turn.max_assistant_turns", CT_INT, O(actor_rollout_ref.rollout.multi_turn.max_assistant_turns), "null", 1, 1e9, 1, NULL, "end a trajectory after this many assistant turns (null: no limit)"},
+    {AR "rollout.multi_turn.max_user_turns", CT_INT, O(actor_rollout_ref.rollout.multi_turn.max_user_turns), "null", 1, 1e9, 1, NULL, "end a trajectory after this many tool/user rounds (null: no limit)"},
+    {AR "rollout.multi_turn.max_parallel_calls", CT_INT, O(actor_rollout_ref.rollout.multi_turn.max_parallel_calls), "1", 1, 1e6, 0, NULL, "tool calls executed per assistant turn (later ones are ignored)"},
+    {AR "rollout.multi_turn.max_tool_response_length", CT_INT, O(actor_rollout_ref.rollout.multi_turn.max_tool_response_length), "256", 1, 1e9, 0, NULL, "code points of a tool's text before truncation"},
+    {AR "rollout.multi_turn.tool_response_truncate_side", CT_STR, O(actor_rollout_ref.rollout.multi_turn.tool_response_truncate_side), "middle", 1, 0, 0, "left|right|middle", "what a truncated tool text keeps: left = the tail, right = the head, middle = both ends"},
+    {AR "rollout.multi_turn.format", CT_STR, O(actor_rollout_ref.rollout.multi_turn.format), "hermes", 1, 0, 0, "hermes", "tool-call format (<tool_call>{json}</tool_call>)"},
+    {AR "rollout.multi_turn.tool_config_path", CT_STR, O(actor_rollout_ref.rollout.multi_turn.tool_config_path), "null", 1, 0, 1, NULL, "verl's tool classes: not used (tools come from the environment process)"},
+    {AR "rollout.multi_turn.function_tool_path", CT_STR, O(actor_rollout_ref.rollout.multi_turn.function_tool_path), "null", 1, 0, 1, NULL, "verl's function tools: not used (tools come from the environment process)"},
+    {AR "rollout.multi_turn.interaction_config_path", CT_STR, O(actor_rollout_ref.rollout.multi_turn.interaction_config_path), "null", 1, 0, 1, NULL, "verl's interactions: not used (an environment with observe: all answers turns without calls)"},
+    {AR "rollout.multi_turn.env_command", CT_STR, O(actor_rollout_ref.rollout.multi_turn.env_command), "null", 1, 0, 1, NULL, "shell command of the environment process (docs/env-protocol.md); required by tool_agent rows"},
+    {AR "rollout.multi_turn.env_timeout_s", CT_FLOAT, O(actor_rollout_ref.rollout.multi_turn.env_timeout_s), "120", 1e-3, 1e9, 0, NULL, "seconds without any reply from the environment before a fatal error"},
+    {AR "rollout.multi_turn.env_max_inflight", CT_INT, O(actor_rollout_ref.rollout.multi_turn.env_max_inflight), "0", 0, 1e9, 0, NULL, "requests outstanding at the environment at most (0: no cap; the env's hello may lower it)"},
+    {AR "rollout.agent.num_workers", CT_INT, O(actor_rollout_ref.rollout.agent.num_workers), "8", 1, 1e9, 0, NULL, "verl's agent worker count (ignored: one process runs every trajectory)"},
+    {AR "rollout.agent.default_agent_loop", CT_STR, O(actor_rollout_ref.rollout.agent.default_agent_loop), "single_turn_agent", 1, 0, 0, "single_turn_agent|tool_agent", "the loop of rows without an agent_name"},
+    {AR "rollout.agent.agent_loop_config_path", CT_STR, O(actor_rollout_ref.rollout.agent.agent_loop_config_path), "null", 1, 0, 1, NULL, "verl's extra agent loops: not supported"},
 
     {"algorithm.adv_estimator", CT_STR, O(algorithm.adv_estimator), "grpo", 1, 0, 0, "gae|grpo|rloo|reinforce_plus_plus|reinforce_plus_plus_baseline|grpo_vectorized|rloo_vectorized|opo|gpg", "advantage estimator (gae: PPO with a critic)"},
     {"algorithm.gamma", CT_FLOAT, O(algorithm.gamma), "1.0", 0, 1, 0, NULL, "discount (gae, reinforce_plus_plus)"},
@@ -763,6 +779,22 @@ void rlc_config_finalize(rlc_train_config *c) {
         rlc_warn("NOTICE: both actor_rollout_ref.actor.use_kl_loss and algorithm.use_kl_in_reward are enabled");
     if (!strcmp(c->algorithm.adv_estimator, "grpo") && n == 1)
         rlc_warn("algorithm.adv_estimator=grpo with actor_rollout_ref.rollout.n=1: every group is a singleton");
+    const __typeof__(c->actor_rollout_ref.rollout.multi_turn) *mt = &c->actor_rollout_ref.rollout.multi_turn;
+    if (mt->tool_config_path)
+        rlc_die("config: actor_rollout_ref.rollout.multi_turn.tool_config_path is set, but tools come from the environment "
+                "process in rlc: set multi_turn.env_command (docs/env-protocol.md)");
+    if (mt->function_tool_path)
+        rlc_die("config: actor_rollout_ref.rollout.multi_turn.function_tool_path is set, but tools come from the environment "
+                "process in rlc: set multi_turn.env_command (docs/env-protocol.md)");
+    if (mt->interaction_config_path)
+        rlc_die("config: actor_rollout_ref.rollout.multi_turn.interaction_config_path is set, but rlc has no interactions: an "
+                "environment with \"observe\": \"all\" answers turns without calls (docs/env-protocol.md)");
+    if (c->actor_rollout_ref.rollout.agent.agent_loop_config_path)
+        rlc_die("config: actor_rollout_ref.rollout.agent.agent_loop_config_path is set, but rlc has only single_turn_agent and "
+                "tool_agent");
+    if (!strcmp(c->actor_rollout_ref.rollout.agent.default_agent_loop, "tool_agent") && !mt->env_command)
+        rlc_die("config: actor_rollout_ref.rollout.agent.default_agent_loop=tool_agent needs "
+                "actor_rollout_ref.rollout.multi_turn.env_command");
     if (c->actor_rollout_ref.rollout.val_kwargs.n > 1 && !c->actor_rollout_ref.rollout.val_kwargs.do_sample)
         rlc_warn("rollout.val_kwargs.n > 1 with do_sample=false repeats the same greedy answer");
     // policy loss parameters and DAPO (one line naming the key each)

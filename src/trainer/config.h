@@ -112,6 +112,22 @@ typedef struct {
                 int64_t top_k;
                 int do_sample;
             } val_kwargs;
+            struct {                           // multi-turn tool rollouts (src/rollout/agent.h, docs/agents.md)
+                int enable;                    // accepted (the row's agent picks the loop)
+                int64_t max_assistant_turns, max_user_turns;   // nullable: no limit
+                int64_t max_parallel_calls, max_tool_response_length;
+                char *tool_response_truncate_side;             // left | right | middle
+                char *format;                  // hermes
+                char *tool_config_path, *function_tool_path, *interaction_config_path;   // verl's; rejected when set
+                char *env_command;             // nullable: the environment process (docs/env-protocol.md)
+                double env_timeout_s;
+                int64_t env_max_inflight;      // 0: no cap
+            } multi_turn;
+            struct {
+                int64_t num_workers;           // verl's; ignored
+                char *default_agent_loop;      // single_turn_agent | tool_agent (rows without agent_name)
+                char *agent_loop_config_path;  // verl's; rejected when set
+            } agent;
         } rollout;
     } actor_rollout_ref;
     struct {
