@@ -647,8 +647,10 @@ void decoder_backward(decoder_model *m, decoder_acts *a, const decoder_batch *b,
 
 void decoder_backward_hidden(decoder_model *m, decoder_acts *a, const decoder_batch *b, const float *dhidden, param_set *grads) {
     CHECK(a && a->have_forward && a->T == b->T, "decoder_backward_hidden needs decoder_forward with acts on the same batch first");
-    CHECK(m->get_grad_block || (grads && grads->layout->numel == m->pl->numel), "grads layout: %lld != %lld elements",
-          grads ? (long long)grads->layout->numel : -1LL, (long long)m->pl->numel);
+    CHECK(m->base_frozen || m->get_grad_block || (grads && grads->layout->numel == m->pl->numel),
+          "grads layout: %lld != %lld elements", grads ? (long long)grads->layout->numel : -1LL, (long long)m->pl->numel);
+    CHECK(a->lora_fwd == lora_active(m), "the LoRA side path was %s in the forward but is %s now", a->lora_fwd ? "on" : "off",
+          lora_active(m) ? "on" : "off");
     memcpy(a->dhid, dhidden, sizeof(float) * (size_t)(b->T * m->cfg->hidden_size));
     backward_from_hidden(m, a, b, grads);
 }
@@ -659,6 +661,7 @@ static void backward_from_hidden(decoder_model *m, decoder_acts *a, const decode
     const int nb = m->pl->n_blocks;
     const int64_t T = b->T, H = d.H, I = d.I, QD = d.QD, KD = d.KD;
     const int nh = (int)d.nh, nkv = (int)d.nkv, D = (int)d.D;
+    const int frozen = m->base_frozen;
     float *dx = a->dx, *dh = a->dh;
     zero_par(dx, T * H);
     rmsnorm_backward_off(dx, frozen ? NULL : grad_block(m, grads, nb - 1), a->dhid, a->x_final, final_norm_w(m), d.w_off, a->rstd_f,

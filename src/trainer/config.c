@@ -798,9 +798,9 @@ void rlc_config_finalize(rlc_train_config *c) {
     if (c->actor_rollout_ref.rollout.val_kwargs.n > 1 && !c->actor_rollout_ref.rollout.val_kwargs.do_sample)
         rlc_warn("rollout.val_kwargs.n > 1 with do_sample=false repeats the same greedy answer");
     // policy loss parameters and DAPO (one line naming the key each)
-    rl_loss_cfg lc;
-    rlc_config_loss_cfg(c, &lc);
-    rl_loss_cfg_check(&lc);
+    rl_loss_cfg loss;
+    rlc_config_loss_cfg(c, &loss);
+    rl_loss_cfg_check(&loss);
     if (c->algorithm.filter_groups.enable && !c->algorithm.filter_groups.metric)
         rlc_die("config: algorithm.filter_groups.metric must be set when algorithm.filter_groups.enable=true "
                 "(acc, score, seq_reward, seq_final_reward or a reward key)");
