@@ -592,6 +592,15 @@ static void exec_node(tm_ctx *c, tm_scope *s, tnode *n) {
             add_chain(c, s, n->a, c->out);
             return;
         }
+        if (n->a->type == N_FILTER && n->a->fn == tm_f_tojson) {   // {{ x|tojson }}: dumped straight into the output
+            tnode *f = n->a;
+            tv v = tm_eval(c, s, f->a);
+            tm_args a;
+            eval_args(c, s, f, &a, NULL);
+            c->line = f->line;
+            tm_tojson_into(c, v, &a, c->out);
+            return;
+        }
         tv v = tm_eval(c, s, n->a);
         if (v.kind == TV_STR) tm_put(c->out, v.u.s, v.n);
         else tm_to_str(c, v, c->out);

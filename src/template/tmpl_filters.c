@@ -21,7 +21,7 @@ static int64_t want_int(tm_ctx *c, tv v, const char *what) {
     tm_raise(c, "%s must be an integer, got %s", what, tm_type_name(v));
 }
 
-static tv f_tojson(tm_ctx *c, tv x, tm_args *a) {
+void tm_tojson_into(tm_ctx *c, tv x, tm_args *a, rlc_strbuf *o) {
     tv ea = tm_arg(a, 0, "ensure_ascii", tv_bool(0)), ind = tm_arg(a, 1, "indent", tv_none());
     tv sep = tm_arg(a, 2, "separators", tv_none()), sk = tm_arg(a, 3, "sort_keys", tv_bool(0));
     if (tm_truthy(ea)) tm_raise(c, "tojson(ensure_ascii=True) is not supported");
@@ -50,10 +50,13 @@ static tv f_tojson(tm_ctx *c, tv x, tm_args *a) {
     } else if (sep.kind != TV_NONE) {
         tm_raise(c, "tojson: separators must be a pair of strings");
     }
+    tm_json_dump(c, x, indent, indent_n, has_indent, item_sep, key_sep, tm_truthy(sk), o, 0);
+}
+tv tm_f_tojson(tm_ctx *c, tv x, tm_args *a) {
     rlc_strbuf *sb = &c->scratch;
     rlc_sb_clear(sb);
     if (sb->cap < 8192) rlc_sb_reserve(sb, 8191);   // one allocation per render instead of a doubling series
-    tm_json_dump(c, x, indent, indent_n, has_indent, item_sep, key_sep, tm_truthy(sk), sb, 0);
+    tm_tojson_into(c, x, a, sb);
     return tv_str(tm_strndup(&c->arena, sb->s ? sb->s : "", sb->n), sb->n);
 }
 
@@ -504,7 +507,7 @@ static tv f_batch(tm_ctx *c, tv x, tm_args *a) {
 }
 
 static const struct { const char *name; tm_builtin_fn fn; } FILTERS[] = {
-    {"tojson", f_tojson}, {"length", f_length}, {"count", f_length}, {"trim", f_trim}, {"upper", f_upper},
+    {"tojson", tm_f_tojson}, {"length", f_length}, {"count", f_length}, {"trim", f_trim}, {"upper", f_upper},
     {"lower", f_lower}, {"capitalize", f_capitalize}, {"title", f_title}, {"string", f_string}, {"safe", f_safe},
     {"replace", f_replace}, {"default", f_default}, {"d", f_default}, {"items", f_items}, {"list", f_list},
     {"first", f_first}, {"last", f_last}, {"reverse", f_reverse}, {"join", f_join}, {"map", f_map},

@@ -239,6 +239,9 @@ __attribute__((noreturn)) void tm_undef_fail(tm_ctx *c, tv u);     // raise the 
 
 // ---- builtins (tmpl_builtins.c, tmpl_filters.c) ----
 tm_builtin_fn tm_find_filter(const char *name);
+// the tojson filter, and its dump appended to o (what {{ x|tojson }} writes, without the intermediate string)
+tv tm_f_tojson(struct tm_ctx *c, tv x, tm_args *a);
+void tm_tojson_into(struct tm_ctx *c, tv x, tm_args *a, rlc_strbuf *o);
 tm_builtin_fn tm_find_test(const char *name);
 tv tm_get_attr(tm_ctx *c, tv obj, const char *name, size_t n);   // obj.name (methods, then items)
 tv tm_get_item(tm_ctx *c, tv obj, tv key);                       // obj[key] (items, then attributes)
