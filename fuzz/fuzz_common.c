@@ -32,6 +32,8 @@ int fuzz_run(void (*body)(const uint8_t *, size_t), const uint8_t *data, size_t 
     if (!DEVNULL) DEVNULL = fopen("/dev/null", "w");
     FILE *saved = stderr;
     const int base = lowest_free_fd();
+    uint64_t was_open = 0;   // descriptors above base already in use (the sanitizer's symbolizer pipe): kept
+    for (int k = 0; k < 64 && base >= 0; k++) was_open |= (uint64_t)(fcntl(base + k, F_GETFD) != -1) << k;
     int rejected = 0;
     stderr = DEVNULL;
     if (setjmp(JB) == 0) {
@@ -40,7 +42,8 @@ int fuzz_run(void (*body)(const uint8_t *, size_t), const uint8_t *data, size_t 
         IN_BODY = 0;
     } else {
         rejected = 1;
-        for (int fd = base; fd >= 0 && fd < base + 64; fd++) close(fd);   // files the reader left open
+        for (int k = 0; k < 64 && base >= 0; k++)   // files the reader left open
+            if (!(was_open >> k & 1)) close(base + k);
     }
     stderr = saved;
     return rejected;

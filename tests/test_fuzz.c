@@ -547,9 +547,17 @@ static void regress_empty_word(void *arg) {
     rlc_tok_free(t);
 }
 
+// A v2 data page declaring repetition/definition levels but no values: pointer arithmetic on the column's
+// still-NULL level arrays (UBSan). The file is the fuzzer's minimized input.
+static void regress_parquet_v2_no_values(void *arg) {
+    (void)arg;
+    read_parquet((void *)"tests/data/fuzz/parquet_v2_page_without_values.parquet");
+}
+
 static void test_regressions(void) {
     static const struct { const char *what; void (*fn)(void *); } R[] = {
         {"tokenizer: a word of no tokens, encoded twice", regress_empty_word},
+        {"Parquet: a v2 data page with levels but no values", regress_parquet_v2_no_values},
     };
     for (size_t i = 0; i < sizeof R / sizeof R[0]; i++) {
         char why[2048];

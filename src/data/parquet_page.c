@@ -576,7 +576,7 @@ void rlc_pq_column_read(rlc_pq_column *c, const uint8_t *file, size_t file_n, co
                 const int16_t max = pass == 0 ? m->max_rep : m->max_def;
                 const int64_t len = pass == 0 ? h.rep_len : h.def_len;
                 const uint8_t *lp = payload + (pass == 0 ? 0 : h.rep_len);
-                if (max == 0) continue;
+                if (max == 0 || nv == 0) continue;   // nothing to read (and the level arrays may not exist yet)
                 cursor lc = {lp, (size_t)len, 0};
                 levels(m, &lc, max, nv, (pass == 0 ? c->rep : c->def) + c->n_levels, tmp,
                        pass == 0 ? "repetition levels" : "definition levels");
