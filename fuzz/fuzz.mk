@@ -5,9 +5,7 @@
 #   make fuzz-run FUZZ_SECONDS=30      run each target for FUZZ_SECONDS on a copy of its checked-in corpus
 #                                      (fuzz/corpus/<target>/); findings land in build-fuzz/findings/<target>/
 # A new reader gets fuzz/fuzz_<reader>.c (FUZZ_TARGET(body), see fuzz/fuzz_common.h) and seeds in
-# fuzz/corpus/<reader>/; nothing here changes. Slots waiting for their readers: fuzz_peft.c (PEFT adapter
-# directories: adapter_config.json + adapter_model.safetensors) and fuzz_env.c (the environment protocol's
-# messages), seeded by fuzz/make_corpus.sh.
+# fuzz/corpus/<reader>/ (written by fuzz/make_corpus.sh); nothing here changes.
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 30
 FUZZ_BUILD   := build-fuzz

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 RLC=build/rlc
 C=fuzz/corpus
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-rm -rf "$C"; mkdir -p "$C"/{safetensors,st_index,config,tokenizer,tok_config,yaml,jsonl,optim,chat_template,parquet}
+rm -rf "$C"; mkdir -p "$C"/{safetensors,st_index,config,tokenizer,tok_config,yaml,jsonl,optim,chat_template,parquet,peft,env}
 
 # config.json: every family's example, and the tiny configs of the tests
 for f in examples/*config.json tests/data/templates/*.json; do
@@ -79,6 +79,45 @@ CC
 cc -std=c11 -D_GNU_SOURCE -fopenmp -Isrc -I/usr/include/x86_64-linux-gnu/openblas-openmp "$tmp/opt.c" -o "$tmp/opt" build/librlc.a \
   -L/usr/lib/x86_64-linux-gnu/openblas-openmp -lopenblas -lcjson -lyaml -lpcre2-8 -lutf8proc -lsnappy -lzstd -lz -lm -lpthread
 "$tmp/opt" "$C/optim/optimizer.bin"
+# PEFT adapter folders for the tiny model above, as fuzz_peft's input: a 4-byte length, adapter_config.json,
+# then adapter_model.safetensors (rank 2 on q_proj and v_proj; all-linear with rsLoRA on every projection)
+python3 - "$C/peft" <<'PY'
+import json, struct, sys
+H, QD, KD, I = 8, 8, 4, 8
+shapes = {"q_proj": ("self_attn", H, QD), "k_proj": ("self_attn", H, KD), "v_proj": ("self_attn", H, KD),
+          "o_proj": ("self_attn", QD, H), "gate_proj": ("mlp", H, I), "up_proj": ("mlp", H, I), "down_proj": ("mlp", I, H)}
+def pair(name, mods, extra):
+    r = 2
+    cfg = dict(peft_type="LORA", r=r, lora_alpha=16, target_modules=mods, lora_dropout=0.0, bias="none",
+               task_type="CAUSAL_LM", base_model_name_or_path="tiny", **extra)
+    tensors, off, blob = {}, 0, b""
+    for m in (sorted(shapes) if mods == "all-linear" else mods):
+        part, i, o = shapes[m]
+        for ab, shape in (("lora_A", (r, i)), ("lora_B", (o, r))):
+            n = shape[0] * shape[1]
+            data = struct.pack("<%df" % n, *[((k * 7) % 11 - 5) / 16.0 for k in range(n)])
+            tensors["base_model.model.model.layers.0.%s.%s.%s.weight" % (part, m, ab)] = \
+                {"dtype": "F32", "shape": list(shape), "data_offsets": [off, off + len(data)]}
+            blob += data; off += len(data)
+    tensors["__metadata__"] = {"format": "pt"}
+    hdr = json.dumps(tensors).encode()
+    st = struct.pack("<Q", len(hdr)) + hdr + blob
+    c = json.dumps(cfg, sort_keys=True).encode()
+    open("%s/%s.bin" % (sys.argv[1], name), "wb").write(struct.pack("<I", len(c)) + c + st)
+pair("qv", ["q_proj", "v_proj"], {})
+pair("all_linear_rslora", "all-linear", {"use_rslora": True})
+PY
+# the environment protocol: a session of replies, and a model turn with Hermes tool calls (fuzz_env)
+printf '%s\n' '{"type": "hello", "protocol": "rlc-env/1", "tools": [{"type": "function", "function": {"name": "calc", "parameters": {"type": "object", "properties": {"expr": {"type": "string"}}}}}]}' \
+  '{"type": "started", "traj": "t0"}' '{"type": "observation", "traj": "t0", "results": [{"content": "4", "is_error": false}], "done": false}' \
+  '{"type": "finished", "traj": "t0", "score": 1.0}' '{"type": "error", "message": "bad request"}' > "$C/env/replies.jsonl"
+printf '%s' '<think>use the tool</think>
+<tool_call>
+{"name": "calc", "arguments": {"expr": "2+2"}}
+</tool_call>
+<tool_call>
+{"name": "calc", "arguments": "x"}
+</tool_call>' > "$C/env/hermes_turn.txt"
 # chat templates: the ones the tests render against transformers
 for f in tests/data/templates/*.jinja; do cp "$f" "$C/chat_template/$(basename "$f")"; done
 # Parquet: verl rows from two independent writers (v1 pages with dictionaries; v2 pages with DELTA encodings)

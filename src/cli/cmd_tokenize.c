@@ -5,6 +5,7 @@
 
 #include "cli/cli.h"
 #include "core/common.h"
+#include "core/json.h"
 #include "core/strbuf.h"
 #include "tokenizer/tokenizer.h"
 
@@ -84,8 +85,10 @@ int cmd_tokenize(int argc, char **argv) {
                 fwrite(out.s, 1, out.n, stdout);
                 continue;
             }
-            cJSON *j = cJSON_ParseWithLength(line, (size_t)len);
-            if (!j) rlc_die("stdin:%lld: invalid JSON", lineno);
+            char where[64], err[512];
+            snprintf(where, sizeof where, "stdin:%lld", lineno);
+            cJSON *j = rlc_json_parse_err(line, (size_t)len, where, err, sizeof err);
+            if (!j) rlc_die("%s", err);
             if (decode) {
                 const cJSON *arr = cJSON_IsArray(j) ? j : cJSON_GetObjectItemCaseSensitive(j, "ids"), *x;
                 if (!cJSON_IsArray(arr)) rlc_die("stdin:%lld: expected a list of ids or {\"ids\": [...]}", lineno);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/common.h"
+#include "core/json.h"
 #include "core/strbuf.h"
 #include "data/thrift.h"
 
@@ -389,7 +390,8 @@ static cJSON *leaf_value(rlc_parquet *pq, const rlc_pq_node *n) {
     case RLC_PQ_BYTE_ARRAY: {
         const char *s = (const char *)c->vals.arena + c->vals.off[v];
         if (n->is_json) {
-            out = cJSON_ParseWithLength(s, (size_t)c->vals.len[v]);
+            char err[256];
+            out = rlc_json_parse_err(s, (size_t)c->vals.len[v], "value", err, sizeof err);
             if (!out) bad_levels(pq, n, "a JSON-annotated value is not valid JSON");
         } else out = cJSON_CreateStringReference(s);   // the arena outlives the row (see rlc_parquet_next)
         break;

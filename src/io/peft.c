@@ -8,6 +8,7 @@
 #include <cjson/cJSON.h>
 
 #include "core/common.h"
+#include "core/json.h"
 #include "core/strbuf.h"
 #include "io/safetensors.h"
 
@@ -160,8 +161,7 @@ void peft_load(const char *dir, const model_config *cfg, lora_layout *ll, param_
     }
     size_t len = 0;
     char *text = rlc_read_file(cpath, &len);
-    cJSON *root = cJSON_ParseWithLength(text, len);
-    if (!root) rlc_die("%s: not valid JSON", cpath);
+    cJSON *root = rlc_json_parse(text, len, cpath);   // strict: UTF-8, no NUL, nothing after the value
     int r = 0, rslora = 0;
     float alpha = 0;
     check_config(cpath, root, &r, &alpha, &rslora);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "core/common.h"
+#include "core/json.h"
 #include "core/strbuf.h"
 
 void rlc_reward_result_free(rlc_reward_result *r) {
@@ -98,7 +99,8 @@ static ssize_t write_nosigpipe(int fd, const void *p, size_t n) {
 }
 
 static void parse_reply(rlc_reward_ext *x, const char *line, const char *what, int64_t id, rlc_reward_result *out) {
-    cJSON *j = cJSON_ParseWithOpts(line, NULL, 1);   // one object, nothing after it
+    char err[512];
+    cJSON *j = rlc_json_parse_err(line, strlen(line), "reply", err, sizeof err);   // one value, nothing after it
     char shown[160];
     snprintf(shown, sizeof shown, "%.120s%s", line, strlen(line) > 120 ? "..." : "");
     if (!j || !cJSON_IsObject(j)) {
