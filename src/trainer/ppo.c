@@ -159,6 +159,7 @@ static double actor_loss(void *user, const int *rows, double G, const engine_mic
     }
     rlc_actor_metrics_micro(lc->am, out.pg_loss, out.entropy_loss, out.kl_loss, out.loss, out.pg.pg_clipfrac, out.pg.ppo_kl,
                             out.pg.pg_clipfrac_lower);
+    lc->am->present |= out.pg.present;
     free(lp); free(old); free(adv); free(mask); free(dlp); free(ref); free(ent); free(dent);
     return out.loss;
 }
