@@ -61,7 +61,8 @@ typedef struct {
     int want_entropy_update;      // entropy computed in the update (entropy_coeff != 0 or calculate_entropy)
     int64_t steps_per_epoch, total_steps;
     int64_t global_step;          // steps completed
-    int64_t epoch, batch_in_epoch;// data-loader position of the next step
+    int64_t epoch, batch_in_epoch;// data-loader position of the next generated batch (batches of ppo_gen_batch_size)
+    int64_t *perm, perm_epoch;    // the data loader's prompt order of epoch perm_epoch (lazily built; freed by the driver)
     char *run_dir;
     char *metrics_path;
     uint64_t data_seed;
@@ -89,7 +90,14 @@ void ppo_generate(ppo_trainer *g, rollout_engine *re, const int64_t *rows, int n
 // reward: decode the responses (special tokens skipped, as verl's naive reward manager) and score them: sb->score
 // (B) and sb->res (B), the full results (extras and pred) for the validation metrics.
 void ppo_score(ppo_trainer *g, const rlc_dataset *ds, step_batch *sb);
-// One training step on the prompts rows (train_batch_size; W > 1: each rank generates its chunk), metrics into m.
-void ppo_train_step(ppo_trainer *g, const int64_t *rows, rlc_metrics *m);
+// Prompt order of one epoch: a seeded Fisher-Yates shuffle (data.shuffle) or the file order.
+void ppo_epoch_order(const ppo_trainer *g, int64_t epoch, int64_t *perm);
+// Prompts per data-loader batch: data.gen_batch_size (null: train_batch_size) with algorithm.filter_groups, else
+// data.train_batch_size (verl's main trainer ignores gen_batch_size). steps_per_epoch counts these batches.
+int64_t ppo_gen_batch_size(const rlc_train_config *c);
+// One training step (W > 1: each rank generates its chunk of every generated batch), metrics into m. The step pulls
+// the data loader's batches itself: one, or with DAPO's dynamic sampling as many as it takes to keep
+// train_batch_size groups. Returns 0 (no step taken) when trainer.total_epochs ran out while collecting them.
+int ppo_train_step(ppo_trainer *g, rlc_metrics *m);
 // One step's metrics to every logger: metrics.jsonl, TensorBoard, the console line.
 void ppo_log_step(ppo_trainer *g, const rlc_metrics *m);

@@ -54,6 +54,41 @@ int64_t step_batch_put(step_batch *sb, int i, int64_t off, const int32_t *prompt
     return off + pl + rl;
 }
 
+void step_batch_take_groups(step_batch *out, step_batch *src, uint8_t *const *keep, int nsrc) {
+    CHECK(nsrc >= 1, "no generated batch");
+    const int n = src[0].n;
+    int ng = 0, have_res = 1;
+    int64_t T = 0, Tr = 1;
+    for (int k = 0; k < nsrc; k++) {
+        CHECK_EQ(src[k].n, n, "samples per group");
+        have_res &= src[k].res != NULL;
+        for (int i = 0; i < src[k].B; i++) {
+            if (!keep[k][i / n]) continue;
+            T += src[k].plen[i] + src[k].rlen[i];
+            if (src[k].rlen[i] > Tr) Tr = src[k].rlen[i];
+        }
+        for (int gi = 0; gi < src[k].n_prompts; gi++) ng += keep[k][gi] != 0;
+    }
+    step_batch_alloc(out, ng, n, T, Tr);
+    out->score = rlc_malloc(sizeof(float) * (size_t)(out->B > 0 ? out->B : 1));
+    if (have_res) out->res = rlc_calloc((size_t)(out->B > 0 ? out->B : 1), sizeof *out->res);
+    int j = 0;
+    int64_t off = 0;
+    for (int k = 0; k < nsrc; k++) {
+        step_batch *s = &src[k];
+        for (int i = 0; i < s->B; i++) {
+            if (!keep[k][i / n]) continue;
+            const int32_t *seq = s->tokens + s->cu[i];
+            out->ds_index[j] = s->ds_index[i];
+            out->finish[j] = s->finish[i];
+            out->score[j] = s->score[i];
+            if (have_res) { out->res[j] = s->res[i]; memset(&s->res[i], 0, sizeof s->res[i]); }
+            off = step_batch_put(out, j, off, seq, s->plen[i], seq + s->plen[i], s->rlen[i], s->rollout_lp + (size_t)i * s->Tr);
+            j++;
+        }
+    }
+}
+
 // Variable-size all-gather: recv (returned, sum of the counts) = every rank's send (n bytes) in rank order.
 static char *allgatherv(dist_ctx *d, const void *send, int64_t n, const char *what) {
     const int W = d->world;

@@ -46,6 +46,10 @@ void step_batch_free(step_batch *sb);
 // mask. Returns the offset after it.
 int64_t step_batch_put(step_batch *sb, int i, int64_t off, const int32_t *prompt, int64_t pl, const int32_t *resp,
                        int64_t rl, const float *lp);
+// DAPO's dynamic sampling: out = the groups of src[0..nsrc) (each n contiguous samples, the same n) whose keep[k][g]
+// is 1, in order, repacked (Tr = the longest kept response). Moves the kept reward results out of src (the src
+// batches are still freed by the caller).
+void step_batch_take_groups(step_batch *out, step_batch *src, uint8_t *const *keep, int nsrc);
 
 // Data parallelism: loc is this rank's generated and scored chunk (prompt-major); out receives the whole step
 // batch on every rank, laid out as one process lays it out.
