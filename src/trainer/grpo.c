@@ -352,7 +352,7 @@ int grpo_run_dist(const rlc_train_config *c, int val_only, dist_ctx *dc) {
     const char *keys[] = {"critic/score/mean", "val-core/openai/gsm8k/acc/mean@1", "response_length/mean", "actor/kl_loss",
                           "actor/entropy", "actor/grad_norm"};
     char *svg = rlc_path_join(g.run_dir, "curves.svg");
-    if (g.root) plot_metrics_file(g.metrics_path, svg, "rlc GRPO", "training/global_step", keys, 6);
+    if (g.root && rlc_file_exists(g.metrics_path)) plot_metrics_file(g.metrics_path, svg, "rlc GRPO", "training/global_step", keys, 6);
     fprintf(stdout, "rlc: done: %lld steps; metrics %s, curves %s\n", (long long)g.global_step, g.metrics_path, svg);
     free(svg);
     grpo_teardown(&g);

@@ -340,6 +340,34 @@ static void dump_step(const ppo_trainer *g, const step_batch *sb) {
     rlc_sb_free(&b);
 }
 
+// RLC_GRPO_DUMP with dynamic sampling or the overlong penalty: each generated batch of a step (gen_<step>_<k>.json):
+// its sequences with dataset row, response length, shaped score, the reward extras and the filter's keep per group,
+// for tests/py/dapo_train_ref.py.
+static void dump_gen_batch(const ppo_trainer *g, const step_batch *sb, int k, const uint8_t *keep) {
+    rlc_strbuf b = {0};
+    rlc_sb_printf(&b, "{\"step\": %lld, \"batch\": %d, \"n\": %d, \"keep\": [", (long long)(g->global_step + 1), k, sb->n);
+    for (int gi = 0; gi < sb->n_prompts; gi++) rlc_sb_printf(&b, "%s%d", gi ? "," : "", keep[gi]);
+    rlc_sb_puts(&b, "], \"seqs\": [");
+    for (int i = 0; i < sb->B; i++) {
+        rlc_sb_printf(&b, "%s{\"row\": %lld, \"plen\": %lld, \"rlen\": %lld, \"score\": %.9g, \"extra\": {", i ? ", " : "",
+                      (long long)sb->ds_index[i], (long long)sb->plen[i], (long long)sb->rlen[i], (double)sb->score[i]);
+        const rlc_reward_result *r = sb->res ? &sb->res[i] : NULL;
+        for (int e = 0; r && e < r->n_extra; e++)
+            rlc_sb_printf(&b, "%s\"%s\": %.17g", e ? ", " : "", r->extra_keys[e], r->extra_vals[e]);
+        rlc_sb_puts(&b, "}, \"ids\": [");
+        for (int32_t t = sb->cu[i]; t < sb->cu[i + 1]; t++) rlc_sb_printf(&b, "%s%d", t > sb->cu[i] ? "," : "", sb->tokens[t]);
+        rlc_sb_puts(&b, "]}");
+    }
+    rlc_sb_puts(&b, "]}\n");
+    rlc_mkdirs(g->dump_dir);
+    char name[96];
+    snprintf(name, sizeof name, "gen_%lld_%d.json", (long long)(g->global_step + 1), k);
+    char *path = rlc_path_join(g->dump_dir, name);
+    if (rlc_write_file_atomic(path, b.s, b.n) != 0) rlc_die("%s: cannot write: %s", path, strerror(errno));
+    free(path);
+    rlc_sb_free(&b);
+}
+
 static double mget(const rlc_metrics *m, const char *key) { return rlc_metrics_get(m, key, NULL); }
 static void console_line(const ppo_trainer *g, const rlc_metrics *m);
 
@@ -486,6 +514,7 @@ static int phase_gen_reward(ppo_trainer *g, step_state *s, rlc_metrics *m) {
         s->tm[T_REWARD] += rlc_now() - t;
         keeps[nb] = rlc_malloc((size_t)gbs);
         done = dapo_accumulator_add(&acc, keeps[nb], mv, gbs, &num_gen);
+        if (g->dump_dir && g->root && (acc.enable || ov.enable)) dump_gen_batch(g, sb, nb, keeps[nb]);
         free(mv);
         nb++;
     }
