@@ -13,6 +13,7 @@
 #include "core/rng.h"
 #include "rl/agg.h"
 #include "rl/dapo.h"
+#include "rollout/agent.h"
 #include "rl/value_loss.h"
 #include "trainer/run_state.h"
 
@@ -50,6 +51,7 @@ void ppo_rollout_config(const ppo_trainer *g, rollout_config *rc, int val) {
 
 void ppo_generate(ppo_trainer *g, rollout_engine *re, const int64_t *rows, int n_prompts, const rlc_dataset *ds,
                   uint64_t stream_base, step_batch *sb, double *t_gen) {
+    if (g->agent_loop == AGENT_TOOL) { ppo_generate_agent(g, re, rows, n_prompts, ds, stream_base, sb, t_gen); return; }
     const rollout_config *rc = rollout_engine_config(re);
     int n = rc->n;
     rollout_prompt *ps = rlc_calloc((size_t)n_prompts, sizeof *ps);
@@ -98,7 +100,18 @@ void ppo_score(ppo_trainer *g, const rlc_dataset *ds, step_batch *sb) {
         req[i].ground_truth = pr->ground_truth ? pr->ground_truth : "";
         req[i].extra_info = pr->extra_info_json;
     }
-    rlc_reward_compute(&g->reward, B, req, sb->res);
+    // a trajectory the environment scored keeps that score (and pred); the others go through the reward function
+    int nr = 0;
+    int *idx = rlc_malloc(sizeof(int) * (size_t)(B > 0 ? B : 1));
+    for (int i = 0; i < B; i++)
+        if (!(sb->agent && sb->agent[i].has_score)) { req[nr] = req[i]; idx[nr++] = i; }
+    rlc_reward_result *rr = rlc_calloc((size_t)(nr > 0 ? nr : 1), sizeof *rr);
+    if (nr > 0) rlc_reward_compute(&g->reward, nr, req, rr);
+    for (int k = 0; k < nr; k++) sb->res[idx[k]] = rr[k];
+    for (int i = 0; sb->agent && i < B; i++)
+        if (sb->agent[i].has_score) sb->res[i].score = sb->agent[i].score;
+    free(rr);
+    free(idx);
     sb->score = rlc_malloc(sizeof(float) * (size_t)B);
     for (int i = 0; i < B; i++) {
         sb->score[i] = (float)sb->res[i].score;
@@ -328,7 +341,13 @@ static void dump_step(const ppo_trainer *g, const step_batch *sb) {
         rlc_sb_printf(&b, "%s{\"plen\": %lld, \"score\": %.9g, \"group\": %d, \"ids\": [", i ? ", " : "",
                       (long long)sb->plen[i], (double)sb->score[i], i / sb->n);
         for (int32_t t = sb->cu[i]; t < sb->cu[i + 1]; t++) rlc_sb_printf(&b, "%s%d", t > sb->cu[i] ? "," : "", sb->tokens[t]);
-        rlc_sb_puts(&b, "]}");
+        rlc_sb_puts(&b, "]");
+        if (sb->agent) {   // multi-turn: the response mask (1 on sampled tokens)
+            rlc_sb_puts(&b, ", \"mask\": [");
+            for (int64_t k = 0; k < sb->rlen[i]; k++) rlc_sb_printf(&b, "%s%d", k ? "," : "", sb->mask[(size_t)i * sb->Tr + k] != 0);
+            rlc_sb_puts(&b, "]");
+        }
+        rlc_sb_puts(&b, "}");
     }
     rlc_sb_puts(&b, "]}\n");
     rlc_mkdirs(g->dump_dir);
@@ -745,6 +764,7 @@ static void step_metrics(ppo_trainer *g, step_state *s, rlc_metrics *m) {
         rlc_metrics_set(m, "dist/comm_fraction", s->tm[T_STEP] > 0 ? g->d->comm_seconds / s->tm[T_STEP] : 0);
     }
     data_metrics(&s->sb, W > 1 ? &s->part : NULL, m);
+    ppo_agent_metrics(&s->sb, m, "");
     if (g->have_critic) critic_data_metrics(&s->sb, m);
 }
 

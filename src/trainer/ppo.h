@@ -17,6 +17,7 @@
 #include "rl/policy_loss.h"
 #include "rl/rl_step.h"
 #include "rollout/engine.h"
+#include "rollout/env.h"
 #include "tokenizer/tokenizer.h"
 #include "trainer/config.h"
 #include "trainer/engine.h"
@@ -79,6 +80,8 @@ typedef struct {
     char *resume_opt;             // W > 1: optimizer.bin to load into the shards once they exist
     tb_writer *tb;                // trainer.logger has tensorboard: the event file (rank 0), else NULL
     progress prog;                // the terminal's progress line through a step's phases
+    int agent_loop;               // AGENT_SINGLE_TURN | AGENT_TOOL (agent.default_agent_loop; ppo_agent_loop)
+    rlc_env *env;                 // tool_agent: the environment process (started at the first generation)
 } ppo_trainer;
 
 // The rollout configuration of training (val = 0) or validation (val = 1, val_kwargs).
@@ -87,6 +90,14 @@ void ppo_rollout_config(const ppo_trainer *g, rollout_config *rc, int val);
 // stream of a prompt is stream_base + its dataset row. *t_gen: the generation's seconds.
 void ppo_generate(ppo_trainer *g, rollout_engine *re, const int64_t *rows, int n_prompts, const rlc_dataset *ds,
                   uint64_t stream_base, step_batch *sb, double *t_gen);
+// Multi-turn tool rollouts (ppo_agent.c): the trainer's loop from the config (dies when tool_agent has no
+// env_command); ppo_generate's path for tool_agent (the response mask 1 on sampled tokens only, sb->agent filled);
+// the per-trajectory metrics (prefix "" in training, "val-aux/" in validation); stopping the environment.
+int ppo_agent_loop(const rlc_train_config *c);
+void ppo_generate_agent(ppo_trainer *g, rollout_engine *re, const int64_t *rows, int n_prompts, const rlc_dataset *ds,
+                        uint64_t stream_base, step_batch *sb, double *t_gen);
+void ppo_agent_metrics(const step_batch *sb, rlc_metrics *m, const char *prefix);
+void ppo_agent_free(ppo_trainer *g);
 // reward: decode the responses (special tokens skipped, as verl's naive reward manager) and score them: sb->score
 // (B) and sb->res (B), the full results (extras and pred) for the validation metrics.
 void ppo_score(ppo_trainer *g, const rlc_dataset *ds, step_batch *sb);

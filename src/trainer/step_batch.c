@@ -13,6 +13,7 @@ void step_batch_free(step_batch *s) {
     free(s->ds_index); free(s->plen); free(s->rlen); free(s->cu); free(s->tokens); free(s->targets);
     free(s->loss_mask); free(s->rollout_lp); free(s->old_lp); free(s->ref_lp); free(s->entropy); free(s->values); free(s->mask);
     free(s->score); free(s->scores); free(s->rewards); free(s->adv); free(s->returns); free(s->finish);
+    free(s->agent);
     memset(s, 0, sizeof *s);
 }
 
@@ -72,6 +73,7 @@ void step_batch_take_groups(step_batch *out, step_batch *src, uint8_t *const *ke
     step_batch_alloc(out, ng, n, T, Tr);
     out->score = rlc_malloc(sizeof(float) * (size_t)(out->B > 0 ? out->B : 1));
     if (have_res) out->res = rlc_calloc((size_t)(out->B > 0 ? out->B : 1), sizeof *out->res);
+    if (src[0].agent) out->agent = rlc_calloc((size_t)(out->B > 0 ? out->B : 1), sizeof *out->agent);
     int j = 0;
     int64_t off = 0;
     for (int k = 0; k < nsrc; k++) {
@@ -84,9 +86,19 @@ void step_batch_take_groups(step_batch *out, step_batch *src, uint8_t *const *ke
             out->score[j] = s->score[i];
             if (have_res) { out->res[j] = s->res[i]; memset(&s->res[i], 0, sizeof s->res[i]); }
             off = step_batch_put(out, j, off, seq, s->plen[i], seq + s->plen[i], s->rlen[i], s->rollout_lp + (size_t)i * s->Tr);
+            if (out->agent) {   // the response mask of a multi-turn trajectory (1 on sampled tokens only)
+                out->agent[j] = s->agent[i];
+                step_batch_mask_response(out, j, s->mask + (size_t)i * s->Tr);
+            }
             j++;
         }
     }
+}
+
+void step_batch_mask_response(step_batch *sb, int i, const float *m) {
+    float *row = sb->mask + (size_t)i * (size_t)sb->Tr;
+    float *lm = sb->loss_mask + sb->cu[i] + sb->plen[i] - 1;   // the position predicting response token k is lm[k]
+    for (int64_t k = 0; k < sb->rlen[i]; k++) row[k] = lm[k] = m[k];
 }
 
 // Variable-size all-gather: recv (returned, sum of the counts) = every rank's send (n bytes) in rank order.
