@@ -3,7 +3,8 @@
 //   - one GRPO step (KL loss, entropy bonus, 2 mini-batches x 2 micro-batches) on trajectories whose responses hold
 //     observation tokens equals a PyTorch oracle that masks the same positions (tests/py/agent_step_ref.py): the
 //     losses, grad norm and updated weights; the environment's score and the reward function both feed it;
-//   - the multi-turn metrics are logged; tool_agent without an environment is a one-line error.
+//   - the multi-turn metrics are logged; tool_agent without an environment is a one-line error;
+//   - examples/*tool*.yaml run 2 steps and a validation with `rlc train` (tiny model and data substituted).
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,12 +89,14 @@ static int file_contains(const char *run, const char *needle) {
     return r;
 }
 
-static double mval(const char *run, const char *key) {
+// The value of key on line `line` (0-based) of F/<run>/metrics.jsonl, or NaN.
+static double mval_line(const char *run, int line, const char *key) {
     char *p = fpath(run, "/metrics.jsonl");
     double v = NAN;
     if (rlc_file_exists(p)) {
-        char *s = rlc_read_file(p, NULL);
-        cJSON *o = cJSON_Parse(s);
+        char *s = rlc_read_file(p, NULL), *l = s;
+        for (int i = 0; i < line && l; i++) { l = strchr(l, '\n'); if (l) l++; }
+        cJSON *o = l ? cJSON_ParseWithOpts(l, NULL, 0) : NULL;
         cJSON *x = o ? cJSON_GetObjectItem(o, key) : NULL;
         if (x && cJSON_IsNumber(x)) v = x->valuedouble;
         cJSON_Delete(o);
@@ -102,6 +105,8 @@ static double mval(const char *run, const char *key) {
     free(p);
     return v;
 }
+
+static double mval(const char *run, const char *key) { return mval_line(run, 0, key); }
 
 static void test_oracle(int have_torch) {
     char env[512];
@@ -179,6 +184,29 @@ static void test_oracle(int have_torch) {
     param_layout_free(&pl);
 }
 
+// The shipped tool configs run with `rlc train` for 2 steps (validation at step 2) on the tiny model and its data:
+// the GSM8K calculator tool (`rlc env calculator`) and the sandboxed-Python math tool.
+static void test_examples(void) {
+    static const char *ex[2] = {"grpo_gsm8k_tool_qwen3_0.6b", "grpo_math_python_tool_qwen3_0.6b"};
+    for (int k = 0; k < 2; k++) {
+        char env_cmd[512] = "";
+        if (k == 0)
+            snprintf(env_cmd, sizeof env_cmd, "'actor_rollout_ref.rollout.multi_turn.env_command=%s env calculator --tools calc_gsm8k_reward'",
+                     RLC);
+        int rc = tl_system("%s train examples/%s.yaml actor_rollout_ref.model.path=%s/m data.train_files=%s/train.jsonl "
+                           "data.val_files=%s/train.jsonl data.train_batch_size=2 data.max_response_length=48 "
+                           "actor_rollout_ref.actor.ppo_mini_batch_size=2 actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2 "
+                           "actor_rollout_ref.rollout.n=2 trainer.total_training_steps=2 trainer.save_freq=-1 trainer.test_freq=2 "
+                           "trainer.val_before_train=false trainer.n_threads=1 trainer.default_local_dir=%s/ex%d %s > %s/ex%d.log 2>&1",
+                           RLC, ex[k], F, F, F, F, k, env_cmd, F, k);
+        char run[16];
+        snprintf(run, sizeof run, "ex%d", k);
+        double st = mval_line(run, 1, "training/global_step"), nt = mval_line(run, 1, "val-aux/num_turns/mean");
+        TL_CHECK(rc == 0 && st == 2 && isfinite(nt), "examples/%s.yaml: 2 steps and a validation with rlc train (rc %d, step %g, "
+                 "val-aux/num_turns/mean %g; see %s/ex%d.log)", ex[k], rc, st, nt, F, k);
+    }
+}
+
 static void test_errors(void) {
     int rc = train(NULL, "noenv", "'actor_rollout_ref.rollout.multi_turn.env_command=null' trainer.total_training_steps=1");
     TL_CHECK(rc != 0 && file_contains("noenv", "default_agent_loop=tool_agent needs"), "tool_agent without env_command: error (rc %d)", rc);
@@ -192,6 +220,7 @@ int main(void) {
     if (!make_fixture()) { TL_CHECK(0, "fixture (gen-task, train-tokenizer, init, weight edit) in %s", F); return tl_summary(); }
     int san = getenv("RLC_SAN") && !strcmp(getenv("RLC_SAN"), "1");
     test_oracle(!san);
+    test_examples();
     test_errors();
     if (tl_failed == 0) tl_system("rm -rf %s", F);
     else printf("fixture and logs kept in %s\n", F);
