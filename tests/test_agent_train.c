@@ -133,8 +133,8 @@ static void test_oracle(int have_torch) {
     TL_CHECK(nt > 2 && mt < rl, "num_turns/mean %g > 2, model tokens %g < response length %g", nt, mt, rl);
     const char *keys[] = {"num_turns/min", "num_turns/max", "tool_call_counts/mean", "agent_loop/tool_calls/mean",
                           "tools/call_frequency", "tools/failure_frequency", "multi_turn/end_reason/env_done",
-                          "multi_turn/invalid_tool_call_blocks"};
-    for (int k = 0; k < 8; k++) TL_CHECK(isfinite(mval("oracle_run", keys[k])), "metric %s logged", keys[k]);
+                          "multi_turn/invalid_tool_call_blocks", "timing_s/env"};
+    for (int k = 0; k < 9; k++) TL_CHECK(isfinite(mval("oracle_run", keys[k])), "metric %s logged", keys[k]);
     if (!have_torch) { tl_skip("torch not importable under /usr/bin/python3: multi-turn PyTorch oracle skipped"); return; }
     char plan[1024];
     snprintf(plan, sizeof plan,

@@ -424,7 +424,7 @@ static void console_line(const ppo_trainer *g, const rlc_metrics *m) {
 // ---------------------------------------------------------------------------------------------
 // the phases of one step
 
-enum { T_GEN, T_REWARD, T_OLD, T_REF, T_VALUES, T_ADV, T_CRITIC, T_UPDATE, T_SAVE, T_WEIGHTS, T_STEP, T_N };
+enum { T_GEN, T_ENV, T_REWARD, T_OLD, T_REF, T_VALUES, T_ADV, T_CRITIC, T_UPDATE, T_SAVE, T_WEIGHTS, T_STEP, T_N };
 
 typedef struct {
     step_batch sb;
@@ -505,9 +505,13 @@ static int phase_gen_reward(ppo_trainer *g, step_state *s, rlc_metrics *m) {
         progress_phase(&g->prog, g->global_step + 1, "generating");
         // the first batch keeps the stream names of a run without dynamic sampling
         uint64_t base = ((uint64_t)(g->global_step + 1) << 32) ^ ((uint64_t)nb << 48);
-        double tg;
+        double tg, env0 = g->env ? g->env->wait_s : 0;
         ppo_generate(g, g->rollout, rows + (size_t)g->R * np, np, &g->train, base, sb, &tg);
         s->tm[T_GEN] += tg;
+        if (g->env) {   // timing_s/env: wall time in environment I/O (overlaps generation in the continuous engine)
+            s->tm[T_ENV] += g->env->wait_s - env0;
+            s->have[T_ENV] = 1;
+        }
         double t = rlc_now();
         progress_phase(&g->prog, g->global_step + 1, "reward");
         ppo_score(g, &g->train, sb);
@@ -742,7 +746,7 @@ static void phase_save_and_sync(ppo_trainer *g, step_state *s) {
 
 // timing_s/*, perf/*, memory, rank 0's view of the step's communication, data metrics.
 static void step_metrics(ppo_trainer *g, step_state *s, rlc_metrics *m) {
-    static const char *tnames[T_N] = {"gen", "reward", "old_log_prob", "ref", "values", "adv", "update_critic",
+    static const char *tnames[T_N] = {"gen", "env", "reward", "old_log_prob", "ref", "values", "adv", "update_critic",
                                       "update_actor", "save_checkpoint", "update_weights", "step"};
     const int W = g->W;
     const char *names[T_N];
