@@ -8,6 +8,7 @@
 
 #include "core/common.h"
 #include "trainer/balance.h"
+#include "rl/policy_loss.h"
 #include "trainer/metrics.h"
 #include "testlib.h"
 
@@ -269,12 +270,27 @@ static void test_timing_actor(void) {
     rlc_actor_metrics_minibatch(&a, 1.5);
     rlc_actor_metrics_micro(&a, -0.2, 1.0, 0.02, -0.1, 0.5, 0.002, 0.4);
     rlc_actor_metrics_minibatch(&a, 0.5);
+    a.present = RL_PGM_ALL;
     rlc_actor_metrics_put(&a, &m, 1, 1, 0.001, 1e-6);
     TL_CHECK(close_to(rlc_metrics_get(&m, "actor/pg_loss", NULL), (0.4 - 0.2) / 2, 1e-12), "pg_loss: sum per mini-batch, mean");
     TL_CHECK(close_to(rlc_metrics_get(&m, "actor/pg_clipfrac", NULL), (0.2 + 0.5) / 2, 1e-12), "clipfrac: mean of means");
     TL_CHECK(close_to(rlc_metrics_get(&m, "actor/pg_clipfrac_lower", NULL), (0.1 + 0.4) / 2, 1e-12), "clipfrac_lower");
     TL_CHECK(close_to(rlc_metrics_get(&m, "actor/kl_loss", NULL), (0.04 + 0.02) / 2, 1e-12), "kl_loss");
     TL_CHECK(rlc_metrics_get(&m, "actor/grad_norm", NULL) == 1.0 && rlc_metrics_get(&m, "actor/lr", NULL) == 1e-6, "grad_norm, lr");
+    // a loss mode reporting only ppo_kl (kl_cov, dro) logs only it; one reporting none (gpg) logs none of the three
+    const unsigned pres[2] = {RL_PGM_PPO_KL, 0};
+    for (int v = 0; v < 2; v++) {
+        rlc_metrics_clear(&m);
+        a.present = pres[v];
+        rlc_actor_metrics_put(&a, &m, 0, 0, 0, 1e-6);
+        int f1, f2, f3;
+        rlc_metrics_get(&m, "actor/pg_clipfrac", &f1);
+        rlc_metrics_get(&m, "actor/ppo_kl", &f2);
+        rlc_metrics_get(&m, "actor/pg_clipfrac_lower", &f3);
+        TL_CHECK(!f1 && !f3 && f2 == (v == 0), "present bits %u: pg metrics logged %d %d %d", pres[v], f1, f2, f3);
+        rlc_metrics_get(&m, "actor/pg_loss", &f1);
+        TL_CHECK(f1, "actor/pg_loss always logged");
+    }
     rlc_metrics_free(&m);
 }
 

@@ -14,19 +14,6 @@
 #include "trainer/run_state.h"
 #include "trainer/validate.h"
 
-// Prompt order of one epoch: a seeded Fisher-Yates shuffle (data.shuffle) or the file order.
-static void epoch_order(const ppo_trainer *g, int64_t epoch, int64_t *perm) {
-    int64_t n = g->train.n;
-    for (int64_t i = 0; i < n; i++) perm[i] = i;
-    if (!g->cfg->data.shuffle) return;
-    rng r;
-    rng_stream(&r, g->data_seed, 0x4550434855ull /* "EPOCH" */, (uint64_t)epoch);
-    for (int64_t i = n - 1; i > 0; i--) {
-        int64_t j = (int64_t)rng_below(&r, (uint64_t)(i + 1));
-        int64_t t = perm[i]; perm[i] = perm[j]; perm[j] = t;
-    }
-}
-
 static void load_data(ppo_trainer *g, rlc_dataset *ds, const rlc_strlist *files, const char *what) {
     const rlc_train_config *c = g->cfg;
     if (files->n == 0) rlc_die("config: data.%s is empty: give a JSONL or Parquet file", what);
@@ -108,6 +95,7 @@ static void grpo_setup(ppo_trainer *g, const rlc_train_config *c, int val_only, 
     rlc_config_kl_ctrl(c, &g->kl_ctrl);
     g->temperature = (float)c->actor_rollout_ref.rollout.temperature;
     if (!(g->temperature > 0)) g->temperature = 1.0f;
+    g->agent_loop = ppo_agent_loop(c);   // tool_agent: the environment starts with the first generation
     g->want_entropy_update = c->actor_rollout_ref.actor.entropy_coeff != 0 || c->actor_rollout_ref.actor.calculate_entropy;
     char *rcmd = rlc_config_reward_command(c);
     rlc_reward_init(&g->reward, rcmd, c->custom_reward_function.timeout_s);
@@ -150,10 +138,11 @@ static void grpo_setup(ppo_trainer *g, const rlc_train_config *c, int val_only, 
                 ac->activation_checkpoint);
     ec.temperature = g->temperature;
     if (g->have_train) {
-        if (c->data.train_batch_size > g->train.n)
-            rlc_die("config: data.train_batch_size=%lld exceeds the %lld training prompts", (long long)c->data.train_batch_size,
-                    (long long)g->train.n);
-        g->steps_per_epoch = g->train.n / c->data.train_batch_size;   // drop_last, as verl's dataloader
+        const int64_t gbs = ppo_gen_batch_size(c);   // the data loader's batch (DAPO: data.gen_batch_size)
+        if (gbs > g->train.n)
+            rlc_die("config: data.%s=%lld exceeds the %lld training prompts",
+                    gbs == c->data.train_batch_size ? "train_batch_size" : "gen_batch_size", (long long)gbs, (long long)g->train.n);
+        g->steps_per_epoch = g->train.n / gbs;   // drop_last, as verl's dataloader
         // verl: total_training_steps = len(dataloader) * total_epochs unless trainer.total_training_steps is set
         g->total_steps = c->trainer.total_training_steps != RLC_CFG_NULL && c->trainer.total_training_steps > 0
                              ? c->trainer.total_training_steps
@@ -193,6 +182,7 @@ static void grpo_setup(ppo_trainer *g, const rlc_train_config *c, int val_only, 
 }
 
 static void grpo_teardown(ppo_trainer *g) {
+    ppo_agent_free(g);
     if (g->have_critic_fs) fsdp_free(&g->critic_fs);
     free(g->critic_resume_dir);
     if (g->have_critic) {
@@ -341,20 +331,16 @@ int grpo_run_dist(const rlc_train_config *c, int val_only, dist_ctx *dc) {
         rlc_metrics_clear(&m);
     }
 
-    int64_t *perm = rlc_malloc(sizeof(int64_t) * (size_t)g.train.n);
-    int64_t perm_epoch = -1;
-    int64_t B = c->data.train_batch_size;
     while (g.global_step < g.total_steps) {
         if (g.epoch >= c->trainer.total_epochs) {   // verl's fit loop ends with the epochs
             fprintf(stdout, "rlc: trainer.total_epochs=%lld done after %lld steps (total_training_steps %lld)\n",
                     (long long)c->trainer.total_epochs, (long long)g.global_step, (long long)g.total_steps);
             break;
         }
-        if (perm_epoch != g.epoch) { epoch_order(&g, g.epoch, perm); perm_epoch = g.epoch; }
         int64_t epoch = g.epoch;
         rlc_metrics_set(&m, "training/global_step", (double)(g.global_step + 1));
         rlc_metrics_set(&m, "training/epoch", (double)epoch);
-        ppo_train_step(&g, perm + g.batch_in_epoch * B, &m);
+        if (!ppo_train_step(&g, &m)) break;
         int last = g.global_step >= g.total_steps;
         if (c->trainer.test_freq > 0 && g.have_val && (g.global_step % c->trainer.test_freq == 0 || last))
             run_validation(&g, &m);
@@ -362,13 +348,13 @@ int grpo_run_dist(const rlc_train_config *c, int val_only, dist_ctx *dc) {
         rlc_metrics_clear(&m);
     }
     progress_end(&g.prog);
-    free(perm);
+    free(g.perm);
     rlc_metrics_free(&m);
     // The curves a person looks at.
     const char *keys[] = {"critic/score/mean", "val-core/openai/gsm8k/acc/mean@1", "response_length/mean", "actor/kl_loss",
                           "actor/entropy", "actor/grad_norm"};
     char *svg = rlc_path_join(g.run_dir, "curves.svg");
-    if (g.root) plot_metrics_file(g.metrics_path, svg, "rlc GRPO", "training/global_step", keys, 6);
+    if (g.root && rlc_file_exists(g.metrics_path)) plot_metrics_file(g.metrics_path, svg, "rlc GRPO", "training/global_step", keys, 6);
     fprintf(stdout, "rlc: done: %lld steps; metrics %s, curves %s\n", (long long)g.global_step, g.metrics_path, svg);
     free(svg);
     grpo_teardown(&g);

@@ -9,6 +9,7 @@
 
 #include "core/common.h"
 #include "core/strbuf.h"
+#include "rl/policy_loss.h"
 
 void rlc_metrics_init(rlc_metrics *m) { memset(m, 0, sizeof *m); }
 void rlc_metrics_clear(rlc_metrics *m) {
@@ -523,9 +524,9 @@ void rlc_actor_metrics_put(const rlc_actor_metrics *a, rlc_metrics *m, int has_e
                            double kl_loss_coef, double lr) {
     double k = a->n_mini ? (double)a->n_mini : NAN;
     rlc_metrics_set(m, "actor/pg_loss", a->s_pg_loss / k);
-    rlc_metrics_set(m, "actor/pg_clipfrac", a->s_clipfrac / k);
-    rlc_metrics_set(m, "actor/ppo_kl", a->s_ppo_kl / k);
-    rlc_metrics_set(m, "actor/pg_clipfrac_lower", a->s_clipfrac_lower / k);
+    if (a->present & RL_PGM_CLIPFRAC) rlc_metrics_set(m, "actor/pg_clipfrac", a->s_clipfrac / k);
+    if (a->present & RL_PGM_PPO_KL) rlc_metrics_set(m, "actor/ppo_kl", a->s_ppo_kl / k);
+    if (a->present & RL_PGM_CLIPFRAC_LOWER) rlc_metrics_set(m, "actor/pg_clipfrac_lower", a->s_clipfrac_lower / k);
     if (has_entropy) rlc_metrics_set(m, "actor/entropy_loss", a->s_entropy_loss / k);
     if (use_kl_loss) {
         rlc_metrics_set(m, "actor/kl_loss", a->s_kl_loss / k);

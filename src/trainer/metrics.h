@@ -77,6 +77,7 @@ typedef struct {
     // sums over finished mini-batches
     double s_pg_loss, s_entropy_loss, s_kl_loss, s_loss, s_clipfrac, s_ppo_kl, s_clipfrac_lower, s_grad_norm;
     int64_t n_mini;
+    unsigned present;    // RL_PGM_* bits (rl/policy_loss.h) of the pg metrics the loss mode reports (set by the caller)
 } rlc_actor_metrics;
 void rlc_actor_metrics_init(rlc_actor_metrics *a);
 // One micro-batch's values: pg_loss, entropy_loss, kl_loss, total loss, pg_clipfrac, ppo_kl, pg_clipfrac_lower
@@ -85,7 +86,8 @@ void rlc_actor_metrics_micro(rlc_actor_metrics *a, double pg_loss, double entrop
                              double pg_clipfrac, double ppo_kl, double pg_clipfrac_lower);
 // End of a mini-batch (after its optimizer step), with its pre-clip grad norm.
 void rlc_actor_metrics_minibatch(rlc_actor_metrics *a, double grad_norm);
-// Sets actor/pg_loss, actor/pg_clipfrac, actor/ppo_kl, actor/pg_clipfrac_lower, [actor/entropy_loss],
+// Sets actor/pg_loss, [actor/pg_clipfrac, actor/ppo_kl, actor/pg_clipfrac_lower: those in a->present; a loss mode
+// that reports none, gpg, logs none, as verl], [actor/entropy_loss],
 // [actor/kl_loss, actor/kl_coef], actor/loss, actor/grad_norm, actor/lr.
 void rlc_actor_metrics_put(const rlc_actor_metrics *a, rlc_metrics *m, int has_entropy, int use_kl_loss,
                            double kl_loss_coef, double lr);

@@ -10,7 +10,10 @@
 
 #include "core/common.h"
 #include "core/strbuf.h"
+#include "core/rng.h"
 #include "rl/agg.h"
+#include "rl/dapo.h"
+#include "rollout/agent.h"
 #include "rl/value_loss.h"
 #include "trainer/run_state.h"
 
@@ -48,6 +51,7 @@ void ppo_rollout_config(const ppo_trainer *g, rollout_config *rc, int val) {
 
 void ppo_generate(ppo_trainer *g, rollout_engine *re, const int64_t *rows, int n_prompts, const rlc_dataset *ds,
                   uint64_t stream_base, step_batch *sb, double *t_gen) {
+    if (g->agent_loop == AGENT_TOOL) { ppo_generate_agent(g, re, rows, n_prompts, ds, stream_base, sb, t_gen); return; }
     const rollout_config *rc = rollout_engine_config(re);
     int n = rc->n;
     rollout_prompt *ps = rlc_calloc((size_t)n_prompts, sizeof *ps);
@@ -96,7 +100,18 @@ void ppo_score(ppo_trainer *g, const rlc_dataset *ds, step_batch *sb) {
         req[i].ground_truth = pr->ground_truth ? pr->ground_truth : "";
         req[i].extra_info = pr->extra_info_json;
     }
-    rlc_reward_compute(&g->reward, B, req, sb->res);
+    // a trajectory the environment scored keeps that score (and pred); the others go through the reward function
+    int nr = 0;
+    int *idx = rlc_malloc(sizeof(int) * (size_t)(B > 0 ? B : 1));
+    for (int i = 0; i < B; i++)
+        if (!(sb->agent && sb->agent[i].has_score)) { req[nr] = req[i]; idx[nr++] = i; }
+    rlc_reward_result *rr = rlc_calloc((size_t)(nr > 0 ? nr : 1), sizeof *rr);
+    if (nr > 0) rlc_reward_compute(&g->reward, nr, req, rr);
+    for (int k = 0; k < nr; k++) sb->res[idx[k]] = rr[k];
+    for (int i = 0; sb->agent && i < B; i++)
+        if (sb->agent[i].has_score) sb->res[i].score = sb->agent[i].score;
+    free(rr);
+    free(idx);
     sb->score = rlc_malloc(sizeof(float) * (size_t)B);
     for (int i = 0; i < B; i++) {
         sb->score[i] = (float)sb->res[i].score;
@@ -159,6 +174,7 @@ static double actor_loss(void *user, const int *rows, double G, const engine_mic
     }
     rlc_actor_metrics_micro(lc->am, out.pg_loss, out.entropy_loss, out.kl_loss, out.loss, out.pg.pg_clipfrac, out.pg.ppo_kl,
                             out.pg.pg_clipfrac_lower);
+    lc->am->present |= out.pg.present;
     free(lp); free(old); free(adv); free(mask); free(dlp); free(ref); free(ent); free(dent);
     return out.loss;
 }
@@ -325,12 +341,46 @@ static void dump_step(const ppo_trainer *g, const step_batch *sb) {
         rlc_sb_printf(&b, "%s{\"plen\": %lld, \"score\": %.9g, \"group\": %d, \"ids\": [", i ? ", " : "",
                       (long long)sb->plen[i], (double)sb->score[i], i / sb->n);
         for (int32_t t = sb->cu[i]; t < sb->cu[i + 1]; t++) rlc_sb_printf(&b, "%s%d", t > sb->cu[i] ? "," : "", sb->tokens[t]);
-        rlc_sb_puts(&b, "]}");
+        rlc_sb_puts(&b, "]");
+        if (sb->agent) {   // multi-turn: the response mask (1 on sampled tokens)
+            rlc_sb_puts(&b, ", \"mask\": [");
+            for (int64_t k = 0; k < sb->rlen[i]; k++) rlc_sb_printf(&b, "%s%d", k ? "," : "", sb->mask[(size_t)i * sb->Tr + k] != 0);
+            rlc_sb_puts(&b, "]");
+        }
+        rlc_sb_puts(&b, "}");
     }
     rlc_sb_puts(&b, "]}\n");
     rlc_mkdirs(g->dump_dir);
     char name[64];
     snprintf(name, sizeof name, "step_%lld.json", (long long)(g->global_step + 1));
+    char *path = rlc_path_join(g->dump_dir, name);
+    if (rlc_write_file_atomic(path, b.s, b.n) != 0) rlc_die("%s: cannot write: %s", path, strerror(errno));
+    free(path);
+    rlc_sb_free(&b);
+}
+
+// RLC_GRPO_DUMP with dynamic sampling or the overlong penalty: each generated batch of a step (gen_<step>_<k>.json):
+// its sequences with dataset row, response length, shaped score, the reward extras and the filter's keep per group,
+// for tests/py/dapo_train_ref.py.
+static void dump_gen_batch(const ppo_trainer *g, const step_batch *sb, int k, const uint8_t *keep) {
+    rlc_strbuf b = {0};
+    rlc_sb_printf(&b, "{\"step\": %lld, \"batch\": %d, \"n\": %d, \"keep\": [", (long long)(g->global_step + 1), k, sb->n);
+    for (int gi = 0; gi < sb->n_prompts; gi++) rlc_sb_printf(&b, "%s%d", gi ? "," : "", keep[gi]);
+    rlc_sb_puts(&b, "], \"seqs\": [");
+    for (int i = 0; i < sb->B; i++) {
+        rlc_sb_printf(&b, "%s{\"row\": %lld, \"plen\": %lld, \"rlen\": %lld, \"score\": %.9g, \"extra\": {", i ? ", " : "",
+                      (long long)sb->ds_index[i], (long long)sb->plen[i], (long long)sb->rlen[i], (double)sb->score[i]);
+        const rlc_reward_result *r = sb->res ? &sb->res[i] : NULL;
+        for (int e = 0; r && e < r->n_extra; e++)
+            rlc_sb_printf(&b, "%s\"%s\": %.17g", e ? ", " : "", r->extra_keys[e], r->extra_vals[e]);
+        rlc_sb_puts(&b, "}, \"ids\": [");
+        for (int32_t t = sb->cu[i]; t < sb->cu[i + 1]; t++) rlc_sb_printf(&b, "%s%d", t > sb->cu[i] ? "," : "", sb->tokens[t]);
+        rlc_sb_puts(&b, "]}");
+    }
+    rlc_sb_puts(&b, "]}\n");
+    rlc_mkdirs(g->dump_dir);
+    char name[96];
+    snprintf(name, sizeof name, "gen_%lld_%d.json", (long long)(g->global_step + 1), k);
     char *path = rlc_path_join(g->dump_dir, name);
     if (rlc_write_file_atomic(path, b.s, b.n) != 0) rlc_die("%s: cannot write: %s", path, strerror(errno));
     free(path);
@@ -374,7 +424,7 @@ static void console_line(const ppo_trainer *g, const rlc_metrics *m) {
 // ---------------------------------------------------------------------------------------------
 // the phases of one step
 
-enum { T_GEN, T_REWARD, T_OLD, T_REF, T_VALUES, T_ADV, T_CRITIC, T_UPDATE, T_SAVE, T_WEIGHTS, T_STEP, T_N };
+enum { T_GEN, T_ENV, T_REWARD, T_OLD, T_REF, T_VALUES, T_ADV, T_CRITIC, T_UPDATE, T_SAVE, T_WEIGHTS, T_STEP, T_N };
 
 typedef struct {
     step_batch sb;
@@ -384,29 +434,130 @@ typedef struct {
     int have[T_N];
 } step_state;
 
-// gen: W > 1 generates this rank's contiguous chunk of the prompts.
-static void phase_gen(ppo_trainer *g, step_state *s, const int64_t *rows) {
-    const int np = (int)g->cfg->data.train_batch_size / g->W;
-    if (g->W > 1) dist_reset_counters(g->d);
-    progress_phase(&g->prog, g->global_step + 1, "generating");
-    ppo_generate(g, g->rollout, rows + (size_t)g->R * np, np, &g->train, (uint64_t)(g->global_step + 1) << 32, &s->sb,
-                 &s->tm[T_GEN]);
-    s->have[T_GEN] = 1;
+void ppo_epoch_order(const ppo_trainer *g, int64_t epoch, int64_t *perm) {
+    int64_t n = g->train.n;
+    for (int64_t i = 0; i < n; i++) perm[i] = i;
+    if (!g->cfg->data.shuffle) return;
+    rng r;
+    rng_stream(&r, g->data_seed, 0x4550434855ull /* "EPOCH" */, (uint64_t)epoch);
+    for (int64_t i = n - 1; i > 0; i--) {
+        int64_t j = (int64_t)rng_below(&r, (uint64_t)(i + 1));
+        int64_t t = perm[i]; perm[i] = perm[j]; perm[j] = t;
+    }
 }
 
-// reward: each rank scores its own samples; W > 1 then all-gathers the step batch (every rank holds all of it,
-// in the one-process order) and balances it over the ranks for the log-prob passes.
-static void phase_reward(ppo_trainer *g, step_state *s) {
-    double t = rlc_now();
-    progress_phase(&g->prog, g->global_step + 1, "reward");
-    ppo_score(g, &g->train, &s->sb);
-    if (g->W > 1) {
-        step_batch loc = s->sb;
-        step_batch_gather(g->d, &loc, &s->sb);
-        step_batch_free(&loc);
+int64_t ppo_gen_batch_size(const rlc_train_config *c) {
+    int64_t gbs;
+    rlc_config_dapo(c, NULL, NULL, &gbs);
+    return c->algorithm.filter_groups.enable ? gbs : c->data.train_batch_size;
+}
+
+// The data loader (drop_last): the next batch of gbs prompts in the epoch's order, advancing the position (an epoch
+// boundary rolls over here, so a checkpoint taken at the end of an epoch resumes at the next one). NULL once
+// trainer.total_epochs are done.
+static const int64_t *next_gen_rows(ppo_trainer *g, int64_t gbs) {
+    if (g->epoch >= g->cfg->trainer.total_epochs) return NULL;
+    if (!g->perm) { g->perm = rlc_malloc(sizeof(int64_t) * (size_t)g->train.n); g->perm_epoch = -1; }
+    if (g->perm_epoch != g->epoch) { ppo_epoch_order(g, g->epoch, g->perm); g->perm_epoch = g->epoch; }
+    const int64_t *rows = g->perm + g->batch_in_epoch * gbs;
+    if (++g->batch_in_epoch >= g->steps_per_epoch) { g->epoch++; g->batch_in_epoch = 0; }
+    return rows;
+}
+
+// gen + reward, as the DAPO recipe's loop (spec verl-ppo.md §3.2): each data-loader batch is generated (W > 1: this
+// rank's contiguous chunk), scored with the overlong penalty (reward_model.overlong_buffer) and gathered; with
+// algorithm.filter_groups the groups whose metric is equal across the group are dropped and more batches generated
+// until train_batch_size groups remain (the first ones are kept). Timers add over the batches. The sampling
+// stream of a prompt is named by (step, batch of the step, dataset row), so a resumed run repeats the same samples.
+// Returns 0 when the epochs ran out first.
+static int phase_gen_reward(ppo_trainer *g, step_state *s, rlc_metrics *m) {
+    const rlc_train_config *c = g->cfg;
+    dapo_accumulator acc;
+    dapo_overlong_cfg ov;
+    rlc_config_dapo(c, &acc, &ov, NULL);
+    const int64_t gbs = ppo_gen_batch_size(c);
+    if (gbs % g->W != 0)
+        rlc_die("config: data.gen_batch_size=%lld must be a multiple of the number of ranks %d", (long long)gbs, g->W);
+    const char *metric = c->algorithm.filter_groups.metric;
+    if (acc.enable && dapo_metric_kind_of(metric) == DAPO_METRIC_SEQ_FINAL_REWARD && g->step_cfg.use_kl_in_reward)
+        rlc_die("config: algorithm.filter_groups.metric=seq_final_reward with algorithm.use_kl_in_reward=true is not "
+                "supported (the filter runs before the log-prob passes); use seq_reward or a reward key");
+    const int np = (int)(gbs / g->W);
+    const int n = (int)c->actor_rollout_ref.rollout.n;
+    if (g->W > 1) dist_reset_counters(g->d);
+    step_batch *bs = NULL;
+    uint8_t **keeps = NULL;
+    int nb = 0, done = 0;
+    int64_t num_gen = 0;
+    while (!done) {
+        const int64_t *rows = next_gen_rows(g, gbs);
+        if (!rows) {
+            fprintf(stdout, "rlc: trainer.total_epochs ran out after %d generated batches while collecting step %lld's "
+                    "groups; that partial batch is dropped\n", nb, (long long)(g->global_step + 1));
+            for (int k = 0; k < nb; k++) { step_batch_free(&bs[k]); free(keeps[k]); }
+            free(bs);
+            free(keeps);
+            return 0;
+        }
+        bs = rlc_realloc(bs, sizeof *bs * (size_t)(nb + 1));
+        keeps = rlc_realloc(keeps, sizeof *keeps * (size_t)(nb + 1));
+        step_batch *sb = &bs[nb];
+        progress_phase(&g->prog, g->global_step + 1, "generating");
+        // the first batch keeps the stream names of a run without dynamic sampling
+        uint64_t base = ((uint64_t)(g->global_step + 1) << 32) ^ ((uint64_t)nb << 48);
+        double tg, env0 = g->env ? g->env->wait_s : 0;
+        ppo_generate(g, g->rollout, rows + (size_t)g->R * np, np, &g->train, base, sb, &tg);
+        s->tm[T_GEN] += tg;
+        if (g->env) {   // timing_s/env: wall time in environment I/O (overlaps generation in the continuous engine)
+            s->tm[T_ENV] += g->env->wait_s - env0;
+            s->have[T_ENV] = 1;
+        }
+        double t = rlc_now();
+        progress_phase(&g->prog, g->global_step + 1, "reward");
+        ppo_score(g, &g->train, sb);
+        if (ov.enable) {
+            dapo_apply_overlong(sb->res, sb->rlen, sb->B, &ov);
+            for (int i = 0; i < sb->B; i++) sb->score[i] = (float)sb->res[i].score;
+        }
+        double *mv = NULL;
+        if (acc.enable) {   // the filter metric per response (token-level scores: the score on one position)
+            mv = rlc_malloc(sizeof(double) * (size_t)gbs * (size_t)n);
+            double *loc = g->W > 1 ? rlc_malloc(sizeof(double) * (size_t)sb->B) : mv;
+            dapo_metric_values(loc, metric, sb->B, sb->res, sb->score, sb->score, 1);
+            if (g->W > 1) {
+                dist_allgather(g->d, loc, mv, sizeof(double) * (size_t)sb->B, "all-gather of the filter metric");
+                free(loc);
+            }
+        }
+        if (g->W > 1) {
+            step_batch loc = *sb;
+            step_batch_gather(g->d, &loc, sb);
+            step_batch_free(&loc);
+        }
+        s->tm[T_REWARD] += rlc_now() - t;
+        keeps[nb] = rlc_malloc((size_t)gbs);
+        done = dapo_accumulator_add(&acc, keeps[nb], mv, gbs, &num_gen);
+        if (g->dump_dir && g->root && (acc.enable || ov.enable)) dump_gen_batch(g, sb, nb, keeps[nb]);
+        free(mv);
+        nb++;
     }
-    s->tm[T_REWARD] = rlc_now() - t;
-    s->have[T_REWARD] = 1;
+    s->have[T_GEN] = s->have[T_REWARD] = 1;
+    if (nb == 1 && !acc.enable) {
+        s->sb = bs[0];
+    } else {
+        step_batch_take_groups(&s->sb, bs, keeps, nb);
+        for (int k = 0; k < nb; k++) step_batch_free(&bs[k]);
+    }
+    for (int k = 0; k < nb; k++) free(keeps[k]);
+    free(bs);
+    free(keeps);
+    if (acc.enable) rlc_metrics_set(m, "train/num_gen_batches", (double)num_gen);
+    return 1;
+}
+
+// After gen + reward: the rollout dump (tests' oracle) and, W > 1, verl's balance_batch over the ranks for the
+// log-prob passes (every rank holds the whole step batch, in the one-process order).
+static void phase_balance(ppo_trainer *g, step_state *s) {
     if (g->dump_dir && g->root) dump_step(g, &s->sb);
     if (g->W > 1) {
         const int B = s->sb.B;
@@ -573,13 +724,10 @@ static void phase_update_actor(ppo_trainer *g, step_state *s, rlc_metrics *m) {
     s->have[T_UPDATE] = 1;
 }
 
-// The data-loader position of the next step (an epoch boundary rolls over here, so a checkpoint taken at the end
-// of an epoch resumes at the next epoch instead of stopping), then save_checkpoint and update_weights.
+// save_checkpoint (with the data loader's position, advanced by gen) and update_weights.
 static void phase_save_and_sync(ppo_trainer *g, step_state *s) {
     const rlc_train_config *c = g->cfg;
     g->global_step++;
-    g->batch_in_epoch++;
-    if (g->batch_in_epoch >= g->steps_per_epoch) { g->epoch++; g->batch_in_epoch = 0; }
     int last = g->global_step >= g->total_steps;
     if (c->trainer.save_freq > 0 && (g->global_step % c->trainer.save_freq == 0 || last)) {
         double t = rlc_now();
@@ -598,7 +746,7 @@ static void phase_save_and_sync(ppo_trainer *g, step_state *s) {
 
 // timing_s/*, perf/*, memory, rank 0's view of the step's communication, data metrics.
 static void step_metrics(ppo_trainer *g, step_state *s, rlc_metrics *m) {
-    static const char *tnames[T_N] = {"gen", "reward", "old_log_prob", "ref", "values", "adv", "update_critic",
+    static const char *tnames[T_N] = {"gen", "env", "reward", "old_log_prob", "ref", "values", "adv", "update_critic",
                                       "update_actor", "save_checkpoint", "update_weights", "step"};
     const int W = g->W;
     const char *names[T_N];
@@ -620,17 +768,18 @@ static void step_metrics(ppo_trainer *g, step_state *s, rlc_metrics *m) {
         rlc_metrics_set(m, "dist/comm_fraction", s->tm[T_STEP] > 0 ? g->d->comm_seconds / s->tm[T_STEP] : 0);
     }
     data_metrics(&s->sb, W > 1 ? &s->part : NULL, m);
+    ppo_agent_metrics(&s->sb, m, "");
     if (g->have_critic) critic_data_metrics(&s->sb, m);
 }
 
 // One training step in verl's order: gen -> reward -> old_log_prob -> ref -> values -> adv -> update_critic ->
 // update_actor -> save_checkpoint -> update_weights (the "step" timer); testing follows outside it (the caller).
-void ppo_train_step(ppo_trainer *g, const int64_t *rows, rlc_metrics *m) {
+int ppo_train_step(ppo_trainer *g, rlc_metrics *m) {
     step_state s;
     memset(&s, 0, sizeof s);
     double t_step0 = rlc_now();
-    phase_gen(g, &s, rows);
-    phase_reward(g, &s);
+    if (!phase_gen_reward(g, &s, m)) return 0;
+    phase_balance(g, &s);
     phase_old_log_prob(g, &s, m);
     phase_ref(g, &s);
     phase_values(g, &s);
@@ -644,4 +793,5 @@ void ppo_train_step(ppo_trainer *g, const int64_t *rows, rlc_metrics *m) {
     if (g->W > 1) rlc_partition_free(&s.part);
     free(s.my_rows);
     step_batch_free(&s.sb);
+    return 1;
 }

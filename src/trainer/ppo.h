@@ -17,6 +17,7 @@
 #include "rl/policy_loss.h"
 #include "rl/rl_step.h"
 #include "rollout/engine.h"
+#include "rollout/env.h"
 #include "tokenizer/tokenizer.h"
 #include "trainer/config.h"
 #include "trainer/engine.h"
@@ -61,7 +62,8 @@ typedef struct {
     int want_entropy_update;      // entropy computed in the update (entropy_coeff != 0 or calculate_entropy)
     int64_t steps_per_epoch, total_steps;
     int64_t global_step;          // steps completed
-    int64_t epoch, batch_in_epoch;// data-loader position of the next step
+    int64_t epoch, batch_in_epoch;// data-loader position of the next generated batch (batches of ppo_gen_batch_size)
+    int64_t *perm, perm_epoch;    // the data loader's prompt order of epoch perm_epoch (lazily built; freed by the driver)
     char *run_dir;
     char *metrics_path;
     uint64_t data_seed;
@@ -78,6 +80,8 @@ typedef struct {
     char *resume_opt;             // W > 1: optimizer.bin to load into the shards once they exist
     tb_writer *tb;                // trainer.logger has tensorboard: the event file (rank 0), else NULL
     progress prog;                // the terminal's progress line through a step's phases
+    int agent_loop;               // AGENT_SINGLE_TURN | AGENT_TOOL (agent.default_agent_loop; ppo_agent_loop)
+    rlc_env *env;                 // tool_agent: the environment process (started at the first generation)
 } ppo_trainer;
 
 // The rollout configuration of training (val = 0) or validation (val = 1, val_kwargs).
@@ -86,10 +90,25 @@ void ppo_rollout_config(const ppo_trainer *g, rollout_config *rc, int val);
 // stream of a prompt is stream_base + its dataset row. *t_gen: the generation's seconds.
 void ppo_generate(ppo_trainer *g, rollout_engine *re, const int64_t *rows, int n_prompts, const rlc_dataset *ds,
                   uint64_t stream_base, step_batch *sb, double *t_gen);
+// Multi-turn tool rollouts (ppo_agent.c): the trainer's loop from the config (dies when tool_agent has no
+// env_command); ppo_generate's path for tool_agent (the response mask 1 on sampled tokens only, sb->agent filled);
+// the per-trajectory metrics (prefix "" in training, "val-aux/" in validation); stopping the environment.
+int ppo_agent_loop(const rlc_train_config *c);
+void ppo_generate_agent(ppo_trainer *g, rollout_engine *re, const int64_t *rows, int n_prompts, const rlc_dataset *ds,
+                        uint64_t stream_base, step_batch *sb, double *t_gen);
+void ppo_agent_metrics(const step_batch *sb, rlc_metrics *m, const char *prefix);
+void ppo_agent_free(ppo_trainer *g);
 // reward: decode the responses (special tokens skipped, as verl's naive reward manager) and score them: sb->score
 // (B) and sb->res (B), the full results (extras and pred) for the validation metrics.
 void ppo_score(ppo_trainer *g, const rlc_dataset *ds, step_batch *sb);
-// One training step on the prompts rows (train_batch_size; W > 1: each rank generates its chunk), metrics into m.
-void ppo_train_step(ppo_trainer *g, const int64_t *rows, rlc_metrics *m);
+// Prompt order of one epoch: a seeded Fisher-Yates shuffle (data.shuffle) or the file order.
+void ppo_epoch_order(const ppo_trainer *g, int64_t epoch, int64_t *perm);
+// Prompts per data-loader batch: data.gen_batch_size (null: train_batch_size) with algorithm.filter_groups, else
+// data.train_batch_size (verl's main trainer ignores gen_batch_size). steps_per_epoch counts these batches.
+int64_t ppo_gen_batch_size(const rlc_train_config *c);
+// One training step (W > 1: each rank generates its chunk of every generated batch), metrics into m. The step pulls
+// the data loader's batches itself: one, or with DAPO's dynamic sampling as many as it takes to keep
+// train_batch_size groups. Returns 0 (no step taken) when trainer.total_epochs ran out while collecting them.
+int ppo_train_step(ppo_trainer *g, rlc_metrics *m);
 // One step's metrics to every logger: metrics.jsonl, TensorBoard, the console line.
 void ppo_log_step(ppo_trainer *g, const rlc_metrics *m);

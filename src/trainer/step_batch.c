@@ -13,6 +13,7 @@ void step_batch_free(step_batch *s) {
     free(s->ds_index); free(s->plen); free(s->rlen); free(s->cu); free(s->tokens); free(s->targets);
     free(s->loss_mask); free(s->rollout_lp); free(s->old_lp); free(s->ref_lp); free(s->entropy); free(s->values); free(s->mask);
     free(s->score); free(s->scores); free(s->rewards); free(s->adv); free(s->returns); free(s->finish);
+    free(s->agent);
     memset(s, 0, sizeof *s);
 }
 
@@ -52,6 +53,52 @@ int64_t step_batch_put(step_batch *sb, int i, int64_t off, const int32_t *prompt
     for (int64_t k = 0; k < rl; k++) sb->mask[(size_t)i * (size_t)sb->Tr + k] = 1.0f;
     sb->cu[i + 1] = (int32_t)(off + pl + rl);
     return off + pl + rl;
+}
+
+void step_batch_take_groups(step_batch *out, step_batch *src, uint8_t *const *keep, int nsrc) {
+    CHECK(nsrc >= 1, "no generated batch");
+    const int n = src[0].n;
+    int ng = 0, have_res = 1;
+    int64_t T = 0, Tr = 1;
+    for (int k = 0; k < nsrc; k++) {
+        CHECK_EQ(src[k].n, n, "samples per group");
+        have_res &= src[k].res != NULL;
+        for (int i = 0; i < src[k].B; i++) {
+            if (!keep[k][i / n]) continue;
+            T += src[k].plen[i] + src[k].rlen[i];
+            if (src[k].rlen[i] > Tr) Tr = src[k].rlen[i];
+        }
+        for (int gi = 0; gi < src[k].n_prompts; gi++) ng += keep[k][gi] != 0;
+    }
+    step_batch_alloc(out, ng, n, T, Tr);
+    out->score = rlc_malloc(sizeof(float) * (size_t)(out->B > 0 ? out->B : 1));
+    if (have_res) out->res = rlc_calloc((size_t)(out->B > 0 ? out->B : 1), sizeof *out->res);
+    if (src[0].agent) out->agent = rlc_calloc((size_t)(out->B > 0 ? out->B : 1), sizeof *out->agent);
+    int j = 0;
+    int64_t off = 0;
+    for (int k = 0; k < nsrc; k++) {
+        step_batch *s = &src[k];
+        for (int i = 0; i < s->B; i++) {
+            if (!keep[k][i / n]) continue;
+            const int32_t *seq = s->tokens + s->cu[i];
+            out->ds_index[j] = s->ds_index[i];
+            out->finish[j] = s->finish[i];
+            out->score[j] = s->score[i];
+            if (have_res) { out->res[j] = s->res[i]; memset(&s->res[i], 0, sizeof s->res[i]); }
+            off = step_batch_put(out, j, off, seq, s->plen[i], seq + s->plen[i], s->rlen[i], s->rollout_lp + (size_t)i * s->Tr);
+            if (out->agent) {   // the response mask of a multi-turn trajectory (1 on sampled tokens only)
+                out->agent[j] = s->agent[i];
+                step_batch_mask_response(out, j, s->mask + (size_t)i * s->Tr);
+            }
+            j++;
+        }
+    }
+}
+
+void step_batch_mask_response(step_batch *sb, int i, const float *m) {
+    float *row = sb->mask + (size_t)i * (size_t)sb->Tr;
+    float *lm = sb->loss_mask + sb->cu[i] + sb->plen[i] - 1;   // the position predicting response token k is lm[k]
+    for (int64_t k = 0; k < sb->rlen[i]; k++) row[k] = lm[k] = m[k];
 }
 
 // Variable-size all-gather: recv (returned, sum of the counts) = every rank's send (n bytes) in rank order.

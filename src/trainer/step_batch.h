@@ -13,6 +13,16 @@
 #include "reward/reward.h"
 #include "trainer/balance.h"
 
+// A multi-turn trajectory's statistics (tool_agent rows; docs/agents.md).
+typedef struct {
+    int num_turns, tool_calls, failures, invalid_blocks;
+    int end;                  // agent_end
+    int has_score;            // the environment gave the trajectory's score
+    double score;
+    int64_t model_tokens;     // mask-1 (sampled) response tokens
+    double env_wait_s;        // seconds waiting for step replies
+} step_agent_stats;
+
 typedef struct {
     int n_prompts, n, B;
     int64_t *ds_index;        // (B) dataset row of each sample's prompt
@@ -35,6 +45,7 @@ typedef struct {
     float *rewards;           // (B, Tr) token-level rewards (scores - beta * kl when KL is in the reward)
     float *adv, *returns;     // (B, Tr)
     int *finish;              // (B)
+    step_agent_stats *agent;  // (B) multi-turn trajectories; NULL for single-turn generation
 } step_batch;
 
 // A step batch of n_prompts x n samples, T packed tokens and a longest response of Tr: the per-sample (B),
@@ -45,7 +56,14 @@ void step_batch_free(step_batch *sb);
 // (the last prompt token through the second-to-last response token), its rollout log-probs (lp, rl) and response
 // mask. Returns the offset after it.
 int64_t step_batch_put(step_batch *sb, int i, int64_t off, const int32_t *prompt, int64_t pl, const int32_t *resp,
-                       int64_t rl, const float *lp);
+                       int64_t rl, const float *lp);// A multi-turn trajectory: sample i's response mask becomes m (rlen[i]) (1 on sampled tokens, 0 on observation
+// tokens), in the (B, Tr) mask and in the packed loss mask at the positions predicting them (targets stay set).
+void step_batch_mask_response(step_batch *sb, int i, const float *m);
+
+// DAPO's dynamic sampling: out = the groups of src[0..nsrc) (each n contiguous samples, the same n) whose keep[k][g]
+// is 1, in order, repacked (Tr = the longest kept response). Moves the kept reward results out of src (the src
+// batches are still freed by the caller).
+void step_batch_take_groups(step_batch *out, step_batch *src, uint8_t *const *keep, int nsrc);
 
 // Data parallelism: loc is this rank's generated and scored chunk (prompt-major); out receives the whole step
 // batch on every rank, laid out as one process lays it out.

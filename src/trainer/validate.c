@@ -21,6 +21,7 @@ void validate_run(ppo_trainer *g, rlc_metrics *m) {
     int64_t S = N * n;   // samples, prompt-major
     rlc_reward_result *res = rlc_calloc((size_t)S, sizeof *res);
     int64_t *rows = rlc_malloc(sizeof(int64_t) * (size_t)bs);
+    step_agent_stats *agent = NULL;   // (S) tool_agent trajectories: val-aux/num_turns
     for (int64_t start = 0; start < N; start += bs) {
         int64_t cnt = N - start < bs ? N - start : bs;
         for (int64_t i = 0; i < cnt; i++) rows[i] = start + i;
@@ -31,7 +32,16 @@ void validate_run(ppo_trainer *g, rlc_metrics *m) {
         memcpy(res + (size_t)start * n, sb.res, sizeof *res * (size_t)sb.B);   // take ownership
         free(sb.res);
         sb.res = NULL;
+        if (sb.agent) {
+            if (!agent) agent = rlc_calloc((size_t)S, sizeof *agent);
+            memcpy(agent + (size_t)start * n, sb.agent, sizeof *agent * (size_t)sb.B);
+        }
         step_batch_free(&sb);
+    }
+    if (agent) {
+        step_batch all = {.B = (int)S, .agent = agent};
+        ppo_agent_metrics(&all, m, "val-aux/");
+        free(agent);
     }
     if (re == g->rollout) rollout_engine_set_sampling(re, train_rc.n, &train_rc.sampling);
     else rollout_engine_free(re);

@@ -1,0 +1,165 @@
+// ppo_agent.c: the gen phase for tool_agent rows (docs/agents.md; spec agent-loop.md §6.6-6.8): each prompt
+// re-rendered with the environment's tools, multi-turn trajectories from the agent driver inside the rollout
+// engine, packed into the step batch with the response mask 1 on sampled tokens only (observation tokens take
+// positions and get log-probs but carry no loss), their statistics for the reward (the environment's score) and
+// the metrics.
+#include <cjson/cJSON.h>
+#include <string.h>
+
+#include "core/common.h"
+#include "rollout/agent.h"
+#include "trainer/ppo.h"
+
+int ppo_agent_loop(const rlc_train_config *c) {
+    const char *name = c->actor_rollout_ref.rollout.agent.default_agent_loop;
+    int a = agent_name_parse(name ? name : "single_turn_agent");
+    if (a < 0) rlc_die("config: actor_rollout_ref.rollout.agent.default_agent_loop='%s', expected single_turn_agent or tool_agent", name);
+    if (a == AGENT_TOOL && !c->actor_rollout_ref.rollout.multi_turn.env_command)
+        rlc_die("config: actor_rollout_ref.rollout.agent.default_agent_loop=tool_agent needs "
+                "actor_rollout_ref.rollout.multi_turn.env_command (docs/agents.md)");
+    return a;
+}
+
+static void agent_cfg(const ppo_trainer *g, agent_config *ac) {
+    const __typeof__(g->cfg->actor_rollout_ref.rollout.multi_turn) *mt = &g->cfg->actor_rollout_ref.rollout.multi_turn;
+    agent_config_default(ac);
+    ac->max_assistant_turns = mt->max_assistant_turns == RLC_CFG_NULL ? 0 : (int)mt->max_assistant_turns;
+    ac->max_user_turns = mt->max_user_turns == RLC_CFG_NULL ? 0 : (int)mt->max_user_turns;
+    ac->max_parallel_calls = (int)mt->max_parallel_calls;
+    ac->max_tool_response_length = (int)mt->max_tool_response_length;
+    ac->truncate_side = agent_truncate_side_parse(mt->tool_response_truncate_side);   // choices checked on load
+    ac->response_length = (int)g->cfg->data.max_response_length;
+}
+
+// The environment process, started at the first tool_agent generation (its hello declares the tools).
+static rlc_env *trainer_env(ppo_trainer *g) {
+    if (g->env) return g->env;
+    const __typeof__(g->cfg->actor_rollout_ref.rollout.multi_turn) *mt = &g->cfg->actor_rollout_ref.rollout.multi_turn;
+    agent_config ac;
+    agent_cfg(g, &ac);
+    rlc_env_hello h = {"hermes", "template", ac.enable_thinking, ac.response_length, ac.max_parallel_calls,
+                       ac.max_tool_response_length};
+    g->env = rlc_calloc(1, sizeof *g->env);
+    rlc_env_start(g->env, mt->env_command, mt->env_timeout_s, (int)mt->env_max_inflight, &h);
+    return g->env;
+}
+
+void ppo_agent_free(ppo_trainer *g) {
+    if (!g->env) return;
+    rlc_env_stop(g->env);
+    free(g->env);
+    g->env = NULL;
+}
+
+void ppo_generate_agent(ppo_trainer *g, rollout_engine *re, const int64_t *rows, int n_prompts, const rlc_dataset *ds,
+                        uint64_t stream_base, step_batch *sb, double *t_gen) {
+    if (g->W > 1) rlc_die("config: multi-turn tool rollouts (agent.default_agent_loop=tool_agent) run in one process only");
+    rlc_env *env = trainer_env(g);
+    const rollout_config *rc = rollout_engine_config(re);
+    const int n = rc->n, B = n_prompts * n;
+    agent_prompt *ps = rlc_calloc((size_t)n_prompts, sizeof *ps);
+    rlc_ivec *ids = rlc_calloc((size_t)n_prompts, sizeof *ids);
+    cJSON **msgs = rlc_calloc((size_t)n_prompts, sizeof *msgs), **extra = rlc_calloc((size_t)n_prompts, sizeof *extra);
+    for (int p = 0; p < n_prompts; p++) {
+        const rlc_prompt *pr = &ds->items[rows[p]];
+        msgs[p] = cJSON_Parse(pr->messages_json);
+        extra[p] = cJSON_Parse(pr->extra_info_json ? pr->extra_info_json : "{}");
+        CHECK(msgs[p] && extra[p], "%s:%lld: stored messages / extra_info", ds->path, (long long)pr->line);
+        // the rendered prompt with the environment's tools in the system turn (apply_chat_template(tools=...))
+        rlc_strbuf text = {0}, err = {0};
+        if (rlc_tok_chat_render_json(g->tok, msgs[p], env->tools, 1, NULL, &text, &err) != 0)
+            rlc_die("%s:%lld: chat template with the environment's tools: %s", ds->path, (long long)pr->line, err.s ? err.s : "");
+        rlc_tok_encode(g->tok, text.s, text.n, &ids[p]);
+        if (ids[p].n > g->cfg->data.max_prompt_length)
+            rlc_die("%s:%lld: the prompt with the environment's tools is %lld tokens, over data.max_prompt_length=%lld", ds->path,
+                    (long long)pr->line, (long long)ids[p].n, (long long)g->cfg->data.max_prompt_length);
+        rlc_sb_free(&text);
+        rlc_sb_free(&err);
+        ps[p] = (agent_prompt){ids[p].v, ids[p].n, stream_base + (uint64_t)rows[p], AGENT_TOOL, pr->data_source,
+                               pr->ground_truth, extra[p], msgs[p]};
+    }
+    agent_run run;
+    memset(&run, 0, sizeof run);
+    run.engine = re;
+    run.tok = g->tok;
+    run.env = env;
+    agent_cfg(g, &run.cfg);
+    run.n = n;
+    run.seed = rc->seed;
+    run.split = ds == &g->val ? "val" : "train";
+    run.step = g->global_step + 1;
+    agent_traj *tr = rlc_calloc((size_t)B, sizeof *tr);
+    double t0 = rlc_now();
+    agent_rollout(&run, ps, n_prompts, tr);
+    *t_gen = rlc_now() - t0;
+    int64_t T = 0, Tr = 1;
+    for (int i = 0; i < B; i++) {
+        T += tr[i].n_prompt + tr[i].len;
+        if (tr[i].len > Tr) Tr = tr[i].len;
+    }
+    step_batch_alloc(sb, n_prompts, n, T, Tr);
+    sb->agent = rlc_calloc((size_t)B, sizeof *sb->agent);
+    float *m = rlc_malloc(sizeof(float) * (size_t)Tr);
+    int64_t off = 0;
+    for (int i = 0; i < B; i++) {
+        const agent_traj *t = &tr[i];
+        sb->ds_index[i] = rows[t->prompt];
+        // the engine's finish of the last turn: length when the budget ended it, else stop
+        sb->finish[i] = t->end == AGENT_END_LENGTH ? ROLLOUT_FINISH_LENGTH : ROLLOUT_FINISH_STOP;
+        off = step_batch_put(sb, i, off, t->prompt_ids, t->n_prompt, t->ids, t->len, t->logprobs);
+        for (int64_t k = 0; k < t->len; k++) m[k] = t->mask[k] ? 1.0f : 0.0f;
+        step_batch_mask_response(sb, i, m);
+        sb->agent[i] = (step_agent_stats){t->num_turns, t->tool_call_counts, t->tool_failures, t->invalid_blocks, (int)t->end,
+                                          t->has_score, t->score, t->n_generated, t->env_wait_s};
+    }
+    free(m);
+    for (int i = 0; i < B; i++) agent_traj_free(&tr[i]);
+    free(tr);
+    for (int p = 0; p < n_prompts; p++) { rlc_iv_free(&ids[p]); cJSON_Delete(msgs[p]); cJSON_Delete(extra[p]); }
+    free(ids);
+    free(msgs);
+    free(extra);
+    free(ps);
+}
+
+// spec agent-loop.md §6.8: per-trajectory statistics of the step batch (prefix "" for training, "val-aux/" for
+// num_turns in validation).
+void ppo_agent_metrics(const step_batch *sb, rlc_metrics *m, const char *prefix) {
+    if (!sb->agent || sb->B == 0) return;
+    const int B = sb->B;
+    double mn[3] = {1e300, 1e300, 1e300}, mx[3] = {-1e300, -1e300, -1e300}, sum[3] = {0, 0, 0};
+    double calls = 0, fails = 0, invalid = 0, model_tokens = 0;
+    int ends[AGENT_END_COUNT] = {0};
+    for (int i = 0; i < B; i++) {
+        const step_agent_stats *a = &sb->agent[i];
+        double v[3] = {a->num_turns, a->tool_calls, a->env_wait_s};
+        for (int k = 0; k < 3; k++) {
+            if (v[k] < mn[k]) mn[k] = v[k];
+            if (v[k] > mx[k]) mx[k] = v[k];
+            sum[k] += v[k];
+        }
+        calls += a->tool_calls;
+        fails += a->failures;
+        invalid += a->invalid_blocks;
+        model_tokens += (double)a->model_tokens;
+        if (a->end >= 0 && a->end < AGENT_END_COUNT) ends[a->end]++;
+    }
+    static const char *names[3] = {"num_turns", "tool_call_counts", "agent_loop/tool_calls"};
+    char key[128];
+    for (int k = 0; k < 3; k++) {
+        const char *pf = k == 0 ? prefix : "";
+        if (k > 0 && prefix[0]) continue;   // validation reports num_turns only (verl's val-aux)
+        snprintf(key, sizeof key, "%s%s/min", pf, names[k]); rlc_metrics_set(m, key, mn[k]);
+        snprintf(key, sizeof key, "%s%s/max", pf, names[k]); rlc_metrics_set(m, key, mx[k]);
+        snprintf(key, sizeof key, "%s%s/mean", pf, names[k]); rlc_metrics_set(m, key, sum[k] / B);
+    }
+    if (prefix[0]) return;
+    rlc_metrics_set(m, "tools/call_frequency", calls / B);
+    rlc_metrics_set(m, "tools/failure_frequency", calls > 0 ? fails / calls : 0.0);
+    rlc_metrics_set(m, "multi_turn/invalid_tool_call_blocks", invalid / B);
+    rlc_metrics_set(m, "response/model_tokens/mean", model_tokens / B);
+    for (int e = 0; e < AGENT_END_COUNT; e++) {
+        snprintf(key, sizeof key, "multi_turn/end_reason/%s", agent_end_name((agent_end)e));
+        rlc_metrics_set(m, key, (double)ends[e] / B);
+    }
+}

@@ -1,0 +1,229 @@
+// test_agent_train.c: multi-turn tool trajectories in `rlc train` (docs/agents.md) on a tiny random Qwen3 edited to
+// end its turns often, with an environment that answers every turn (tests/py/agent_train_env.py):
+//   - one GRPO step (KL loss, entropy bonus, 2 mini-batches x 2 micro-batches) on trajectories whose responses hold
+//     observation tokens equals a PyTorch oracle that masks the same positions (tests/py/agent_step_ref.py): the
+//     losses, grad norm and updated weights; the environment's score and the reward function both feed it;
+//   - the multi-turn metrics are logged; tool_agent without an environment is a one-line error;
+//   - examples/*tool*.yaml run 2 steps and a validation with `rlc train` (tiny model and data substituted).
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "core/common.h"
+#include "io/checkpoint.h"
+#include "testlib.h"
+
+static char *F;
+static const char *RLC;
+
+static int make_fixture(void) {
+    F = tl_tmpdir("agtr");
+    int rc = tl_system("%s gen-task --out %s/sft.jsonl --n 200 --seed 1 --format sft >/dev/null && "
+                       "%s gen-task --out %s/train.jsonl --n 4 --seed 2 >/dev/null && "
+                       "%s train-tokenizer --data %s/sft.jsonl --fields prompt,response --out %s/tok --vocab-size 300 >/dev/null",
+                       RLC, F, RLC, F, RLC, F, F);
+    if (rc != 0) return 0;
+    char *cj = rlc_path_join(F, "config.json");
+    const char *cfg =
+        "{\"architectures\": [\"Qwen3ForCausalLM\"], \"model_type\": \"qwen3\", \"vocab_size\": 320, \"hidden_size\": 32,\n"
+        " \"intermediate_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 2,\n"
+        " \"head_dim\": 8, \"max_position_embeddings\": 2048, \"rms_norm_eps\": 1e-06, \"rope_theta\": 10000,\n"
+        " \"tie_word_embeddings\": true, \"bos_token_id\": null, \"eos_token_id\": 302, \"hidden_act\": \"silu\",\n"
+        " \"attention_bias\": false, \"attention_dropout\": 0.0, \"use_sliding_window\": false, \"sliding_window\": null,\n"
+        " \"max_window_layers\": 2, \"initializer_range\": 0.5, \"torch_dtype\": \"float32\"}\n";
+    CHECK(rlc_write_file_atomic(cj, cfg, strlen(cfg)) == 0, "write %s", cj);
+    rc = tl_system("%s init --config %s --out %s/m --seed 3 --dtype f32 --tokenizer %s/tok >/dev/null", RLC, cj, F, F);
+    free(cj);
+    if (rc != 0) return 0;
+    // A model that often ends its turn: the final norm favours one channel and <|im_end|>'s (tied) embedding points
+    // along it, so about half the positions predict <|im_end|> (a random model would run every turn to the budget).
+    rc = tl_system("/usr/bin/python3 -c \"import sys; sys.path.insert(0, 'tests/py'); import st, torch; "
+                   "p = '%s/m/model.safetensors'; t = st.read_safetensors(p); "
+                   "w = torch.full_like(t['model.norm.weight'], 0.3); w[0] = 1.0; t['model.norm.weight'] = w; "
+                   "e = t['model.embed_tokens.weight'].clone(); e[302] = 0; e[302, 0] = 8.0; t['model.embed_tokens.weight'] = e; "
+                   "st.write_safetensors(p, t)\"", F);
+    if (rc != 0) return 0;
+    char yaml[4096];
+    snprintf(yaml, sizeof yaml,
+             "data:\n  train_files: %s/train.jsonl\n  train_batch_size: 2\n"
+             "  max_prompt_length: 1024\n  max_response_length: 96\n  seed: 1\n"
+             "actor_rollout_ref:\n  model: {path: %s/m}\n  actor:\n    optim: {lr: 5.0e-3}\n"
+             "    ppo_mini_batch_size: 1\n    ppo_micro_batch_size_per_gpu: 2\n    use_kl_loss: true\n"
+             "    kl_loss_coef: 0.1\n    entropy_coeff: 0.01\n"
+             "  rollout:\n    n: 4\n    temperature: 0.8\n"
+             "    multi_turn: {enable: true, max_assistant_turns: 5, env_command: /usr/bin/python3 tests/py/agent_train_env.py}\n"
+             "    agent: {default_agent_loop: tool_agent}\n"
+             "algorithm: {adv_estimator: grpo}\n"
+             "custom_reward_function: {command: /usr/bin/python3 tests/py/grpo_reward.py}\n"
+             "trainer:\n  total_epochs: 1\n  test_freq: -1\n  save_freq: 1\n  val_before_train: false\n  n_threads: 1\n",
+             F, F);
+    char *yp = rlc_path_join(F, "base.yaml");
+    CHECK(rlc_write_file_atomic(yp, yaml, strlen(yaml)) == 0, "write %s", yp);
+    free(yp);
+    return 1;
+}
+
+static int train(const char *env, const char *run, const char *overrides) {
+    return tl_system("%s %s train %s/base.yaml trainer.default_local_dir=%s/%s %s > %s/%s.log 2>&1", env ? env : "", RLC, F, F,
+                     run, overrides, F, run);
+}
+
+static char *fpath(const char *a, const char *b) {
+    size_t n = strlen(F) + strlen(a) + strlen(b) + 4;
+    char *p = malloc(n);
+    snprintf(p, n, "%s/%s%s", F, a, b);
+    return p;
+}
+
+static int file_contains(const char *run, const char *needle) {
+    char *p = fpath(run, ".log");
+    int r = 0;
+    if (rlc_file_exists(p)) {
+        char *s = rlc_read_file(p, NULL);
+        r = strstr(s, needle) != NULL;
+        free(s);
+    }
+    free(p);
+    return r;
+}
+
+// The value of key on line `line` (0-based) of F/<run>/metrics.jsonl, or NaN.
+static double mval_line(const char *run, int line, const char *key) {
+    char *p = fpath(run, "/metrics.jsonl");
+    double v = NAN;
+    if (rlc_file_exists(p)) {
+        char *s = rlc_read_file(p, NULL), *l = s;
+        for (int i = 0; i < line && l; i++) { l = strchr(l, '\n'); if (l) l++; }
+        cJSON *o = l ? cJSON_ParseWithOpts(l, NULL, 0) : NULL;
+        cJSON *x = o ? cJSON_GetObjectItem(o, key) : NULL;
+        if (x && cJSON_IsNumber(x)) v = x->valuedouble;
+        cJSON_Delete(o);
+        free(s);
+    }
+    free(p);
+    return v;
+}
+
+static double mval(const char *run, const char *key) { return mval_line(run, 0, key); }
+
+static void test_oracle(int have_torch) {
+    char env[512];
+    snprintf(env, sizeof env, "RLC_GRPO_DUMP=%s/oracle", F);
+    int rc = train(env, "oracle_run", "trainer.total_training_steps=1");
+    TL_CHECK(rc == 0, "rlc train (1 multi-turn GRPO step, dumping its batch) exits 0 (rc %d; see %s/oracle_run.log)", rc, F);
+    if (rc != 0) return;
+    // the batch has observation tokens (mask 0) and several turns
+    char *dp = fpath("oracle/step_1.json", "");
+    char *s = rlc_read_file(dp, NULL);
+    free(dp);
+    cJSON *d = cJSON_Parse(s);
+    free(s);
+    int n0 = 0, n1 = 0;
+    cJSON *seqs = d ? cJSON_GetObjectItem(d, "seqs") : NULL;
+    for (cJSON *q = seqs ? seqs->child : NULL; q; q = q->next)
+        for (cJSON *v = cJSON_GetObjectItem(q, "mask")->child; v; v = v->next) { n0 += v->valueint == 0; n1 += v->valueint == 1; }
+    cJSON_Delete(d);
+    printf("response tokens: %d sampled (mask 1), %d inserted by the environment (mask 0)\n", n1, n0);
+    TL_CHECK(n0 > 0 && n1 > 0, "the step batch mixes sampled and observation tokens (%d, %d)", n1, n0);
+    double nt = mval("oracle_run", "num_turns/mean"), mt = mval("oracle_run", "response/model_tokens/mean");
+    double rl = mval("oracle_run", "response_length/mean");
+    printf("num_turns/mean %g, response/model_tokens/mean %g, response_length/mean %g\n", nt, mt, rl);
+    TL_CHECK(nt > 2 && mt < rl, "num_turns/mean %g > 2, model tokens %g < response length %g", nt, mt, rl);
+    const char *keys[] = {"num_turns/min", "num_turns/max", "tool_call_counts/mean", "agent_loop/tool_calls/mean",
+                          "tools/call_frequency", "tools/failure_frequency", "multi_turn/end_reason/env_done",
+                          "multi_turn/invalid_tool_call_blocks", "timing_s/env"};
+    for (int k = 0; k < 9; k++) TL_CHECK(isfinite(mval("oracle_run", keys[k])), "metric %s logged", keys[k]);
+    if (!have_torch) { tl_skip("torch not importable under /usr/bin/python3: multi-turn PyTorch oracle skipped"); return; }
+    char plan[1024];
+    snprintf(plan, sizeof plan,
+             "{\"temperature\": 0.8, \"lr\": 5e-3, \"beta1\": 0.9, \"beta2\": 0.999, \"eps\": 1e-8, \"weight_decay\": 0.01,"
+             " \"clip_grad\": 1.0, \"clip_ratio_low\": 0.2, \"clip_ratio_high\": 0.2, \"clip_ratio_c\": 3.0,"
+             " \"entropy_coeff\": 0.01, \"kl_loss_coef\": 0.1, \"ppo_mini_batch_size\": 1, \"micro_batch_size\": 2,"
+             " \"norm_adv_by_std\": true}");
+    char *pp = fpath("oracle/plan.json", "");
+    CHECK(rlc_write_file_atomic(pp, plan, strlen(plan)) == 0, "write plan");
+    free(pp);
+    tl_system("rm -rf %s/oracle/model && cp -r %s/m %s/oracle/model && /usr/bin/python3 tests/py/agent_step_ref.py %s/oracle", F, F,
+              F, F);
+    char *rp = fpath("oracle/ref.json", "");
+    cJSON *ref = NULL;
+    if (rlc_file_exists(rp)) { char *t = rlc_read_file(rp, NULL); ref = cJSON_Parse(t); free(t); }
+    free(rp);
+    TL_CHECK(ref != NULL, "the PyTorch multi-turn oracle ran");
+    if (!ref) return;
+    static const char *names[] = {"pg_loss", "kl_loss", "entropy_loss", "loss", "grad_norm"};
+    for (int k = 0; k < 5; k++) {
+        char key[64];
+        snprintf(key, sizeof key, "actor/%s", names[k]);
+        double got = mval("oracle_run", key), want = cJSON_GetObjectItem(ref, names[k])->valuedouble;
+        printf("%-20s rlc %.9g  torch %.9g\n", key, got, want);
+        // fp32 on both sides, different summation orders (~1e-6 relative): the issue's 1e-4 bar, on a 1e-3 floor
+        double tol = 1e-4 * (fabs(want) > 1e-3 ? fabs(want) : 1e-3);
+        TL_CHECK(fabs(got - want) <= tol, "%s: rlc %.9g vs torch %.9g (tolerance %.3g)", key, got, want, tol);
+    }
+    cJSON_Delete(ref);
+    char *wp = fpath("oracle_run", "/global_step_1/actor");
+    model_config cfg;
+    param_layout pl;
+    param_set ps;
+    checkpoint_load(wp, &cfg, &pl, &ps);
+    free(wp);
+    char *bp = fpath("oracle/ref_params.bin", "");
+    float *want = malloc(sizeof(float) * (size_t)pl.numel);
+    FILE *f = fopen(bp, "rb");
+    int ok = f && fread(want, 4, (size_t)pl.numel, f) == (size_t)pl.numel;
+    if (f) fclose(f);
+    free(bp);
+    TL_CHECK(ok, "oracle weights readable");
+    // two AdamW steps of fp32 gradients: the issue's 1e-4 bar
+    if (ok) tl_check_close("weights after one multi-turn GRPO step vs torch", ps.data, want, pl.numel, 1e-4);
+    free(want);
+    param_set_free(&ps);
+    param_layout_free(&pl);
+}
+
+// The shipped tool configs run with `rlc train` for 2 steps (validation at step 2) on the tiny model and its data:
+// the GSM8K calculator tool (`rlc env calculator`) and the sandboxed-Python math tool.
+static void test_examples(void) {
+    static const char *ex[2] = {"grpo_gsm8k_tool_qwen3_0.6b", "grpo_math_python_tool_qwen3_0.6b"};
+    for (int k = 0; k < 2; k++) {
+        char env_cmd[512] = "";
+        if (k == 0)
+            snprintf(env_cmd, sizeof env_cmd, "'actor_rollout_ref.rollout.multi_turn.env_command=%s env calculator --tools calc_gsm8k_reward'",
+                     RLC);
+        int rc = tl_system("%s train examples/%s.yaml actor_rollout_ref.model.path=%s/m data.train_files=%s/train.jsonl "
+                           "data.val_files=%s/train.jsonl data.train_batch_size=2 data.max_response_length=48 "
+                           "actor_rollout_ref.actor.ppo_mini_batch_size=2 actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2 "
+                           "actor_rollout_ref.rollout.n=2 trainer.total_training_steps=2 trainer.save_freq=-1 trainer.test_freq=2 "
+                           "trainer.val_before_train=false trainer.n_threads=1 trainer.default_local_dir=%s/ex%d %s > %s/ex%d.log 2>&1",
+                           RLC, ex[k], F, F, F, F, k, env_cmd, F, k);
+        char run[16];
+        snprintf(run, sizeof run, "ex%d", k);
+        double st = mval_line(run, 1, "training/global_step"), nt = mval_line(run, 1, "val-aux/num_turns/mean");
+        TL_CHECK(rc == 0 && st == 2 && isfinite(nt), "examples/%s.yaml: 2 steps and a validation with rlc train (rc %d, step %g, "
+                 "val-aux/num_turns/mean %g; see %s/ex%d.log)", ex[k], rc, st, nt, F, k);
+    }
+}
+
+static void test_errors(void) {
+    int rc = train(NULL, "noenv", "'actor_rollout_ref.rollout.multi_turn.env_command=null' trainer.total_training_steps=1");
+    TL_CHECK(rc != 0 && file_contains("noenv", "default_agent_loop=tool_agent needs"), "tool_agent without env_command: error (rc %d)", rc);
+}
+
+int main(void) {
+    RLC = tl_rlc_bin();
+    if (!rlc_file_exists(RLC)) { tl_skip("%s not built", RLC); return tl_summary(); }
+    if (!rlc_file_exists("/usr/bin/python3")) { tl_skip("/usr/bin/python3 missing (the test's environment)"); return tl_summary(); }
+    if (!tl_have_torch()) { tl_skip("torch not importable: the fixture's weight edit needs it"); return tl_summary(); }
+    if (!make_fixture()) { TL_CHECK(0, "fixture (gen-task, train-tokenizer, init, weight edit) in %s", F); return tl_summary(); }
+    int san = getenv("RLC_SAN") && !strcmp(getenv("RLC_SAN"), "1");
+    test_oracle(!san);
+    test_examples();
+    test_errors();
+    if (tl_failed == 0) tl_system("rm -rf %s", F);
+    else printf("fixture and logs kept in %s\n", F);
+    free(F);
+    return tl_summary();
+}
