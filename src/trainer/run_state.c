@@ -16,6 +16,7 @@
 #include "core/common.h"
 #include "core/strbuf.h"
 #include "io/checkpoint.h"
+#include "io/peft.h"
 #include "io/safetensors.h"
 
 #include <cjson/cJSON.h>
@@ -254,7 +255,9 @@ typedef struct {
 } trainer_state;
 
 void run_state_save(ppo_trainer *g) {
-    if (g->root)   // never a non-finite checkpoint: stop naming step and tensor; the last good one stays latest
+    if (g->root && g->use_lora)   // the adapters are what trains: they and their moments must be finite
+        finite_check_save(g->lora_ad.data, g->eng.opt.m.data, g->eng.opt.v.data, &g->ll.pl, g->global_step);
+    else if (g->root)   // never a non-finite checkpoint: stop naming step and tensor; the last good one stays latest
         finite_check_save(g->params.data, g->W == 1 ? g->eng.opt.m.data : NULL, g->W == 1 ? g->eng.opt.v.data : NULL,
                           &g->pl, g->global_step);
     if (!g->root) {   // W > 1: rank 0 writes; the others take part in gathering the optimizer state
@@ -274,8 +277,13 @@ void run_state_save(ppo_trainer *g) {
     rlc_mkdirs(tmp);
     char *actor = rlc_path_join(tmp, "actor");
     rlc_mkdirs(actor);
-    // fp32 so that a resumed run continues bit-identically; transformers and vLLM load it as-is.
-    checkpoint_save(actor, &g->params, ST_F32);
+    if (g->use_lora) {   // PEFT's folder (F32: a resumed run continues bit-identically); the frozen base is not copied
+        char *ld = rlc_path_join(actor, "lora_adapter");
+        peft_save(ld, &g->ll, &g->lora_ad, g->cfg->actor_rollout_ref.model.path);
+        free(ld);
+    } else {   // fp32 so that a resumed run continues bit-identically; transformers and vLLM load it as-is.
+        checkpoint_save(actor, &g->params, ST_F32);
+    }
     checkpoint_copy_tokenizer(g->cfg->actor_rollout_ref.model.path, actor);
     if (g->crash_step == g->global_step) {   // tests: die as a SIGKILL would, with the save half written
         fprintf(stderr, "rlc: RLC_TEST_CRASH_IN_CHECKPOINT=%lld: killing the process midway through the save\n",
@@ -373,6 +381,29 @@ int64_t run_state_latest(const ppo_trainer *g) {
     return best;
 }
 
+// actor/lora_adapter/ into the adapter set: the same modules and rank as the configured adapters (the optimizer
+// state that follows is laid out over them), copied exactly (F32 as saved).
+static void load_lora_adapter(ppo_trainer *g, const char *actor) {
+    char *ld = rlc_path_join(actor, "lora_adapter");
+    if (!rlc_file_exists(ld))
+        rlc_die("%s: no lora_adapter/ in this checkpoint, but the config trains LoRA adapters (lora_rank > 0)", actor);
+    lora_layout ll;
+    param_set ad;
+    peft_load(ld, &g->mcfg, &ll, &ad);
+    if (ll.rank != g->ll.rank || ll.pl.numel != g->ll.pl.numel || memcmp(ll.a_off, g->ll.a_off, sizeof(int64_t) * (size_t)(ll.L * LORA_NPROJ)) ||
+        memcmp(ll.b_off, g->ll.b_off, sizeof(int64_t) * (size_t)(ll.L * LORA_NPROJ)))
+        rlc_die("%s: adapter of rank %d over %lld parameters, the configured adapters have rank %d over %lld (lora_rank, "
+                "target_modules and exclude_modules must match the checkpoint)", ld, ll.rank, (long long)ll.pl.numel,
+                g->ll.rank, (long long)g->ll.pl.numel);
+    if (ll.scale != g->ll.scale)
+        rlc_die("%s: adapter scale %g (lora_alpha %g%s), the configured adapters have %g", ld, (double)ll.scale, (double)ll.alpha,
+                ll.use_rslora ? ", rsLoRA" : "", (double)g->ll.scale);
+    memcpy(g->lora_ad.data, ad.data, sizeof(float) * (size_t)ll.pl.numel);
+    param_set_free(&ad);
+    lora_layout_free(&ll);
+    free(ld);
+}
+
 void run_state_load(ppo_trainer *g, const char *dir) {
     char *tsp = rlc_path_join(dir, "trainer_state.bin");
     size_t len;
@@ -393,7 +424,8 @@ void run_state_load(ppo_trainer *g, const char *dir) {
                 (long long)ts.global_step, (long long)ts.epoch, (long long)ts.batch_in_epoch, (long long)g->steps_per_epoch,
                 ts.kl_ctrl_value);
     char *actor = rlc_path_join(dir, "actor");
-    checkpoint_load_weights(actor, &g->params);
+    if (g->use_lora) load_lora_adapter(g, actor);
+    else checkpoint_load_weights(actor, &g->params);
     char *opt = rlc_path_join(actor, "optimizer.bin");
     if (g->W > 1) { free(g->resume_opt); g->resume_opt = rlc_strdup(opt); }   // loaded into the shards later
     else engine_load_state(&g->eng, opt);

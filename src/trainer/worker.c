@@ -76,6 +76,8 @@ void worker_infer(worker *w, const step_batch *sb, int *rows, int n, const worke
     float dummy_out[2];
     decoder_model *saved = w->eng->model;   // a borrowed engine runs this worker's model
     w->eng->model = w->model;
+    const int lora_was_on = w->model->lora_on;
+    if (w->adapters_off) decoder_lora_enable(w->model, 0);
     for (int64_t i = 0; i < K; i++) {
         if (fs) fsdp_begin_pass(fs, i + 1 < K);
         if (i < nmb) {
@@ -90,6 +92,7 @@ void worker_infer(worker *w, const step_batch *sb, int *rows, int n, const worke
         if (fs) fsdp_end_pass(fs);
     }
     w->eng->model = saved;
+    if (w->adapters_off) decoder_lora_enable(w->model, lora_was_on);
     if (fs) fsdp_invalidate(fs);
     free(cu_mb);
     free(starts);
