@@ -7,6 +7,7 @@
 //     (tests/py/lora_grpo_ref.py on the rollouts rlc dumped): updated A and B, loss, kl_loss, grad_norm;
 //   - micro-batch invariance: 1 x 8 and 4 x 2 micro-batches give the same adapters;
 //   - 2 steps + resume + 2 steps = 4 steps: bitwise the same adapters and metrics;
+//   - mpirun -np 2 equals one process (adapters 1e-5, metrics 1e-4);
 //   - lora.merge=true trains through merged rollout weights with the same metrics as the side path.
 #include <math.h>
 #include <stdlib.h>
@@ -299,6 +300,36 @@ static void test_merge(void) {
     cJSON_Delete(x); cJSON_Delete(y);
 }
 
+// mpirun -np 2 = one process: adapters replicated, gradients all-reduced, each rank trains on half of each mini-batch
+static void test_two_ranks(void) {
+    if (tl_system("command -v mpirun >/dev/null 2>&1") != 0) { tl_skip("mpirun not found: 2-rank LoRA check skipped"); return; }
+    if (tl_system("nm %s 2>/dev/null | grep -q MPI_Init_thread", RLC) != 0) { tl_skip("%s built without MPI: 2-rank check skipped", RLC); return; }
+    const char *o = LORA "trainer.total_training_steps=2 trainer.save_freq=2 actor_rollout_ref.actor.optim.lr=1e-3";
+    int r1 = train(NULL, "one", o);
+    int r2 = tl_system("OMP_NUM_THREADS=1 timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 --mca btl self,vader %s train "
+                       "%s/base.yaml trainer.default_local_dir=%s/two %s > %s/two.log 2>&1", RLC, F, F, o, F);
+    TL_CHECK(r1 == 0 && r2 == 0, "1-process and 2-rank LoRA runs exit 0 (%d %d; see %s/two.log)", r1, r2, F);
+    if (r1 || r2) return;
+    int64_t n1 = 0, n2 = 0;
+    float *a = adapters("one", 2, &n1), *b = adapters("two", 2, &n2);
+    TL_CHECK(a && b && n1 == n2, "two adapter checkpoints");
+    // the same global normalisation; the gradient is summed in another order (lr 1e-3: see test_grpo.c)
+    if (a && b) tl_check_close("adapters after 2 steps: 2 ranks vs 1 process", b, a, n1, 1e-5);
+    free(a); free(b);
+    cJSON *x = metrics("one"), *y = metrics("two");
+    static const char *keys[] = {"actor/pg_loss", "actor/kl_loss", "actor/loss", "actor/grad_norm", "critic/score/mean"};
+    for (int line = 0; line < 2; line++)
+        for (int k = 0; k < 5; k++) {
+            double u = mval(x, line, keys[k]), v = mval(y, line, keys[k]);
+            double sc = fabs(u) > 1e-3 ? fabs(u) : 1e-3;
+            TL_CHECK(fabs(u - v) <= 1e-4 * sc, "step %d %s: 1 process %.9g, 2 ranks %.9g", line + 1, keys[k], u, v);
+        }
+    cJSON_Delete(x); cJSON_Delete(y);
+    char *log = fpath("two.log", "");
+    TL_CHECK(file_contains(log, "LoRA per rank"), "the 2-rank run reports its per-rank memory");
+    free(log);
+}
+
 static void test_errors(void) {
     int rc = tl_system("%s train %s/base.yaml trainer.default_local_dir=%s/err actor_rollout_ref.model.lora_rank=4 "
                        "actor_rollout_ref.model.target_modules=nothing_proj > %s/err.log 2>&1", RLC, F, F, F);
@@ -325,6 +356,7 @@ int main(void) {
     test_microbatch_invariance();
     test_resume();
     test_merge();
+    test_two_ranks();
     test_errors();
     if (tl_failed == 0) tl_system("rm -rf %s", F);
     else printf("fixture and logs kept in %s\n", F);

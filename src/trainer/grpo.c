@@ -90,9 +90,6 @@ static void lora_setup(ppo_trainer *g) {
     int on = rlc_config_lora(c, &lc);
     if (!on && !mc->lora_adapter_path) return;
     g->use_lora = 1;
-    if (g->W > 1)
-        rlc_die("config: " AR_LORA "lora_rank / lora_adapter_path: LoRA training runs in one process for now (run without "
-                "mpirun, or set lora_rank=0)");
     if (mc->lora_adapter_path) {
         peft_load(mc->lora_adapter_path, &g->mcfg, &g->ll, &g->lora_ad);   // its r, alpha and modules win
     } else {
@@ -213,7 +210,8 @@ static void grpo_setup(ppo_trainer *g, const rlc_train_config *c, int val_only, 
     // into it, only the warmup derived from it (spec §7).
     ec.total_steps = !strcmp(c->model_engine, "torchtitan") ? 10000 : horizon;
     ec.warmup_steps = lr_resolve_warmup(ac->optim.lr_warmup_steps, ac->optim.lr_warmup_steps_ratio, horizon);
-    ec.no_state = g->W > 1;   // the gradient and the moments live in the fsdp shards (grpo_run_dist)
+    // the gradient and the moments live in the fsdp shards (grpo_run_dist); LoRA's are replicated in the engine
+    ec.no_state = g->W > 1 && !g->use_lora;
     engine_init(&g->eng, &g->model, &ec);
 
     g->have_ref = !val_only && (ac->use_kl_loss || c->algorithm.use_kl_in_reward);
@@ -332,7 +330,17 @@ int grpo_run_dist(const rlc_train_config *c, int val_only, dist_ctx *dc) {
     // TensorBoard's counterpart of the truncation: earlier event files' steps from here on are dropped
     if (g.tb) tb_write_session_start(g.tb, resumed >= 0 ? resumed + 1 : 0);
 
-    if (g.W > 1) {   // sharded state from the (loaded) full weights; g.params stays as the rollout copy
+    if (g.W > 1 && g.use_lora) {   // replicated adapters + state; the frozen base whole on each rank (the rollout reads it)
+        const double MiB = 1024.0 * 1024.0;
+        const int64_t na = g.ll.pl.numel;
+        fprintf(stdout,
+                "rlc: dist: %d ranks; LoRA per rank: frozen base %.3f MiB (%s, whole: the rollout decodes from it), adapters "
+                "%.3f MiB (params+grads+AdamW m,v, replicated; gradients all-reduced), no reference copy\n",
+                g.W, (g.pb.w16 ? g.pl.numel * 2.0 : g.pl.numel * 4.0) / MiB, g.pb.w16 ? "bf16" : "fp32", na * 16.0 / MiB);
+        if (g.have_critic) rlc_die("config: LoRA with a critic (algorithm.adv_estimator=gae) runs in one process for now");
+        fflush(stdout);
+    }
+    if (g.W > 1 && !g.use_lora) {   // sharded state from the (loaded) full weights; g.params stays as the rollout copy
         fsdp_memory mr, rr = {0, 0, 0, 0};
         if (g.have_ref) {   // the reference weights sharded too (frozen state: params only), first, so that its
             // full copy is gone before the actor's shards exist (the peak at start)

@@ -261,7 +261,7 @@ void run_state_save(ppo_trainer *g) {
         finite_check_save(g->params.data, g->W == 1 ? g->eng.opt.m.data : NULL, g->W == 1 ? g->eng.opt.v.data : NULL,
                           &g->pl, g->global_step);
     if (!g->root) {   // W > 1: rank 0 writes; the others take part in gathering the optimizer state
-        fsdp_save_optimizer(&g->fs, "", g->eng.sched.step);
+        if (g->have_fs) fsdp_save_optimizer(&g->fs, "", g->eng.sched.step);   // (LoRA: replicated, rank 0 has it all)
         if (g->have_critic) {   // the same collectives as save_critic on rank 0
             fsdp_gather_full(&g->critic_fs, g->critic_fs.p, NULL, 0);
             fsdp_save_optimizer(&g->critic_fs, "", g->critic_eng.sched.step);
@@ -292,7 +292,7 @@ void run_state_save(ppo_trainer *g) {
         kill(getpid(), SIGKILL);
     }
     char *opt = rlc_path_join(actor, "optimizer.bin");
-    if (g->W > 1) fsdp_save_optimizer(&g->fs, opt, g->eng.sched.step);   // full-layout m/v: any W resumes it
+    if (g->have_fs) fsdp_save_optimizer(&g->fs, opt, g->eng.sched.step);   // full-layout m/v: any W resumes it
     else engine_save_state(&g->eng, opt);
     if (g->have_critic) {
         char *cdir = rlc_path_join(tmp, "critic");
@@ -427,7 +427,7 @@ void run_state_load(ppo_trainer *g, const char *dir) {
     if (g->use_lora) load_lora_adapter(g, actor);
     else checkpoint_load_weights(actor, &g->params);
     char *opt = rlc_path_join(actor, "optimizer.bin");
-    if (g->W > 1) { free(g->resume_opt); g->resume_opt = rlc_strdup(opt); }   // loaded into the shards later
+    if (g->W > 1 && !g->use_lora) { free(g->resume_opt); g->resume_opt = rlc_strdup(opt); }   // loaded into the shards later
     else engine_load_state(&g->eng, opt);
     if (g->have_critic) {
         char *cdir = rlc_path_join(dir, "critic");
