@@ -98,10 +98,7 @@ static void lora_setup(ppo_trainer *g) {
         lora_init_weights(&g->ll, &g->lora_ad, g->data_seed);
     }
     decoder_set_lora(&g->model, &g->ll, g->lora_ad.data, NULL);
-    if (!mc->base_dtype || !strcmp(mc->base_dtype, "bf16")) {
-        param_bf16_init(&g->pb, &g->params);
-        param_set_free(&g->params);
-        for (int b = 0; b < g->pl.n_blocks; b++) g->model.block_w[b] = NULL;   // only get_block reads the base now
+    if (g->pb.w16) {   // (loaded in bf16 by grpo_setup) only get_block reads the base
         g->model.get_block = param_bf16_get_block;
         g->model.get_block_ctx = &g->pb;
     }
@@ -119,8 +116,19 @@ static void grpo_setup(ppo_trainer *g, const rlc_train_config *c, int val_only, 
     if (!mp || !*mp) rlc_die("config: actor_rollout_ref.model.path is not set: give an HF checkpoint directory");
     g->tok = rlc_tok_load(mp, NULL);
     if (c->data.chat_template) rlc_tok_load_chat_template(g->tok, c->data.chat_template);
-    checkpoint_load(mp, &g->mcfg, &g->pl, &g->params);
-    decoder_model_init(&g->model, &g->pl, &g->params, &g->be);
+    lora_config lc0;
+    const int lora_bf16 = (rlc_config_lora(c, &lc0) || c->actor_rollout_ref.model.lora_adapter_path) &&
+                          (!c->actor_rollout_ref.model.base_dtype || !strcmp(c->actor_rollout_ref.model.base_dtype, "bf16"));
+    if (lora_bf16) {   // a frozen bf16 base: loaded straight into bf16 (lora_setup attaches it)
+        model_config_load(&g->mcfg, mp);
+        param_layout_init(&g->pl, &g->mcfg);
+        run_state_load_base_bf16(mp, &g->pl, &g->pb);
+        g->params = (param_set){&g->pl, NULL};
+        decoder_model_init(&g->model, &g->pl, NULL, &g->be);
+    } else {
+        checkpoint_load(mp, &g->mcfg, &g->pl, &g->params);
+        decoder_model_init(&g->model, &g->pl, &g->params, &g->be);
+    }
     if (!val_only) {
         load_data(g, &g->train, &c->data.train_files, "train_files");
         g->have_train = 1;

@@ -245,6 +245,52 @@ void run_state_load_value_head_opt(const char *path, worker_head *h, int64_t wan
     free(buf);
 }
 
+void run_state_load_base_bf16(const char *dir, const param_layout *pl, param_bf16 *pb) {
+    char what[128];
+    snprintf(what, sizeof what, "%s: the model's %lld bf16 parameters", dir, (long long)pl->numel);
+    rlc_check_memory((double)pl->numel * sizeof(uint16_t), what);
+    // the same name / dtype / shape checks as checkpoint_load, then a chunked conversion (no fp32 copy of a tensor)
+    st_dir d;
+    st_dir_open(&d, dir);
+    for (int i = 0; i < d.n_tensors; i++) {
+        const st_tensor *t = d.entries[i].t;
+        if (param_layout_find(pl, t->name) >= 0 || (pl->cfg.tie_word_embeddings && !strcmp(t->name, "lm_head.weight"))) continue;
+        rlc_die("%s: tensor '%s' is not a parameter of this %s config.json (unexpected tensor)", d.files[d.entries[i].file].path,
+                t->name, pl->cfg.model_type);
+    }
+    memset(pb, 0, sizeof *pb);
+    pb->pl = pl;
+    pb->slot_block = -1;
+    pb->w16 = rlc_alloc((size_t)pl->numel * sizeof(uint16_t));
+    enum { CHUNK = 1 << 16 };
+    float *tmp = rlc_malloc(sizeof(float) * CHUNK);
+    for (int i = 0; i < pl->n_tensors; i++) {
+        const param_tensor *p = &pl->tensors[i];
+        const char *path = NULL;
+        const st_tensor *t = st_dir_find(&d, p->name, &path);
+        if (!t) rlc_die("%s: tensor '%s' is missing (expected from the %s config.json)", dir, p->name, pl->cfg.model_type);
+        if (t->dtype != ST_F32 && t->dtype != ST_BF16 && t->dtype != ST_F16 && t->dtype != ST_F64)
+            rlc_die("%s: tensor '%s' has dtype %s; expected F32, BF16 or F16", path, p->name, st_dtype_name(t->dtype));
+        int same = t->ndim == p->ndim;
+        for (int k = 0; same && k < p->ndim; k++) same = t->shape[k] == p->shape[k];
+        if (!same) rlc_die("%s: tensor '%s' does not have the shape config.json gives it", path, p->name);
+        const int es = st_dtype_size(t->dtype);
+        for (int64_t o = 0; o < p->numel; o += CHUNK) {
+            const int64_t n = p->numel - o < CHUNK ? p->numel - o : CHUNK;
+            st_convert_to_f32(t->dtype, (const char *)t->data + o * es, tmp, n);
+            for (int64_t k = 0; k < n; k++) {
+                if (!isfinite(tmp[k]))
+                    rlc_die("%s: tensor '%s' element %lld is %g as fp32; a checkpoint must hold finite weights", path, p->name,
+                            (long long)(o + k), (double)tmp[k]);
+                pb->w16[p->offset + o + k] = st_f32_to_bf16(tmp[k]);   // round to nearest even, as param_bf16_init
+            }
+        }
+        st_tensor_drop_pages(t);
+    }
+    free(tmp);
+    st_dir_close(&d);
+}
+
 typedef struct {
     char magic[8];
     uint32_t version, pad;
