@@ -336,6 +336,14 @@ static void test_errors(void) {
     char *log = fpath("err.log", "");
     TL_CHECK(rc != 0 && file_contains(log, "target_modules"), "a target matching no module is a one-line error naming the key");
     free(log);
+    // the bf16 base loader's checks: a tensor whose shape is not the config's
+    rc = tl_system("rm -rf %s/mbad && cp -r %s/m %s/mbad && sed -i -E 's/(\"intermediate_size\":[[:space:]]*)64/\\148/' %s/mbad/config.json && "
+                   "%s train %s/base.yaml trainer.default_local_dir=%s/err3 actor_rollout_ref.model.lora_rank=4 "
+                   "actor_rollout_ref.model.path=%s/mbad > %s/err3.log 2>&1", F, F, F, F, RLC, F, F, F, F);
+    log = fpath("err3.log", "");
+    TL_CHECK(rc != 0 && file_contains(log, "mlp.gate_proj.weight' does not have the shape"),
+             "a base tensor of the wrong shape is a one-line error naming it (bf16 base load)");
+    free(log);
     rc = tl_system("%s train %s/base.yaml trainer.default_local_dir=%s/err2 actor_rollout_ref.model.lora_rank=4 "
                    "actor_rollout_ref.model.base_dtype=fp16 > %s/err2.log 2>&1", RLC, F, F, F);
     log = fpath("err2.log", "");
