@@ -322,6 +322,10 @@ static void test_two_ranks(void) {
         for (int k = 0; k < 5; k++) {
             double u = mval(x, line, keys[k]), v = mval(y, line, keys[k]);
             double sc = fabs(u) > 1e-3 ? fabs(u) : 1e-3;
+            // pg_loss (and the loss that holds it) is a token mean of -A·ratio with GRPO's advantages of unit std
+            // summing to ~0: its error is that of the O(1) terms (the ratio's ~1e-7 from per-rank micro-batch
+            // shapes), not a fraction of the small mean. Seen: 3.2e-7 on 1.2e-3 in the sanitizer build.
+            if (k == 0 || k == 2) sc = fmax(sc, 0.1);
             TL_CHECK(fabs(u - v) <= 1e-4 * sc, "step %d %s: 1 process %.9g, 2 ranks %.9g", line + 1, keys[k], u, v);
         }
     cJSON_Delete(x); cJSON_Delete(y);
