@@ -85,10 +85,10 @@ int cmd_tokenize(int argc, char **argv) {
                 fwrite(out.s, 1, out.n, stdout);
                 continue;
             }
-            char where[64], err[512];
+            char where[64], jerr[512];
             snprintf(where, sizeof where, "stdin:%lld", lineno);
-            cJSON *j = rlc_json_parse_err(line, (size_t)len, where, err, sizeof err);
-            if (!j) rlc_die("%s", err);
+            cJSON *j = rlc_json_parse_err(line, (size_t)len, where, jerr, sizeof jerr);
+            if (!j) rlc_die("%s", jerr);
             if (decode) {
                 const cJSON *arr = cJSON_IsArray(j) ? j : cJSON_GetObjectItemCaseSensitive(j, "ids"), *x;
                 if (!cJSON_IsArray(arr)) rlc_die("stdin:%lld: expected a list of ids or {\"ids\": [...]}", lineno);

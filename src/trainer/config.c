@@ -704,9 +704,10 @@ void rlc_config_finalize(rlc_train_config *c) {
     __typeof__(c->actor_rollout_ref.actor) *a = &c->actor_rollout_ref.actor;
     lora_config lc;
     // validates the LoRA keys now (the model's module names are checked when the adapters are built)
-    if (rlc_config_lora(c, &lc) || c->actor_rollout_ref.model.lora_adapter_path)   // until the GRPO trainer runs adapters
-        rlc_die("config: " AR "model.lora_rank = %lld: the GRPO trainer does not run LoRA adapters yet (rlc sft, logprob, "
-                "generate and merge-lora do); set lora_rank=0", (long long)c->actor_rollout_ref.model.lora_rank);
+    rlc_config_lora(c, &lc);
+    const char *bd = c->actor_rollout_ref.model.base_dtype;
+    if (bd && strcmp(bd, "bf16") != 0 && strcmp(bd, "fp32") != 0)
+        rlc_die("config: " AR "model.base_dtype = '%s': expected bf16 or fp32", bd);
     if (isnan(a->clip_ratio_low)) a->clip_ratio_low = a->clip_ratio;
     if (isnan(a->clip_ratio_high)) a->clip_ratio_high = a->clip_ratio;
     if (!c->trainer.default_local_dir) {

@@ -9,10 +9,13 @@
 #include "core/common.h"
 #include "core/rng.h"
 #include "io/checkpoint.h"
+#include "io/peft.h"
 #include "trainer/plot.h"
 #include "trainer/ppo.h"
 #include "trainer/run_state.h"
 #include "trainer/validate.h"
+
+#define AR_LORA "actor_rollout_ref.model."
 
 static void load_data(ppo_trainer *g, rlc_dataset *ds, const rlc_strlist *files, const char *what) {
     const rlc_train_config *c = g->cfg;
@@ -60,7 +63,32 @@ static void critic_setup(ppo_trainer *g, int64_t horizon) {
     const int64_t n = g->vhead.H + 1;
     g->critic_head = (worker_head){g->vhead.data, rlc_calloc((size_t)n, sizeof(float)), rlc_calloc((size_t)n, sizeof(float)),
                                    rlc_calloc((size_t)n, sizeof(float)), n};
-    g->critic = (worker){"critic", &g->critic_model, &g->critic_eng, g->d, NULL, 0, &g->critic_head};
+    g->critic = (worker){"critic", &g->critic_model, &g->critic_eng, g->d, NULL, 0, &g->critic_head, 0};
+}
+
+// LoRA (docs/lora.md): the adapter set (a PEFT folder from lora_adapter_path, or PEFT's init from data.seed) is
+// attached to the actor's model before its engine exists, so the engine's gradients and AdamW moments are the
+// adapters'. The base is frozen; with base_dtype=bf16 it is kept once, in bf16 (the fp32 set is freed), and the
+// decoder, the reference pass and the rollout engine all read that copy through get_block.
+static void lora_setup(ppo_trainer *g) {
+    const rlc_train_config *c = g->cfg;
+    const __typeof__(c->actor_rollout_ref.model) *mc = &c->actor_rollout_ref.model;
+    lora_config lc;
+    int on = rlc_config_lora(c, &lc);
+    if (!on && !mc->lora_adapter_path) return;
+    g->use_lora = 1;
+    if (mc->lora_adapter_path) {
+        peft_load(mc->lora_adapter_path, &g->mcfg, &g->ll, &g->lora_ad);   // its r, alpha and modules win
+    } else {
+        lora_layout_init(&g->ll, &g->mcfg, &lc, NULL);
+        param_set_init(&g->lora_ad, &g->ll.pl);
+        lora_init_weights(&g->ll, &g->lora_ad, g->data_seed);
+    }
+    decoder_set_lora(&g->model, &g->ll, g->lora_ad.data, NULL);
+    if (g->pb.w16) {   // (loaded in bf16 by grpo_setup) only get_block reads the base
+        g->model.get_block = param_bf16_get_block;
+        g->model.get_block_ctx = &g->pb;
+    }
 }
 
 static void grpo_setup(ppo_trainer *g, const rlc_train_config *c, int val_only, dist_ctx *d) {
@@ -75,8 +103,19 @@ static void grpo_setup(ppo_trainer *g, const rlc_train_config *c, int val_only, 
     if (!mp || !*mp) rlc_die("config: actor_rollout_ref.model.path is not set: give an HF checkpoint directory");
     g->tok = rlc_tok_load(mp, NULL);
     if (c->data.chat_template) rlc_tok_load_chat_template(g->tok, c->data.chat_template);
-    checkpoint_load(mp, &g->mcfg, &g->pl, &g->params);
-    decoder_model_init(&g->model, &g->pl, &g->params, &g->be);
+    lora_config lc0;
+    const int lora_bf16 = (rlc_config_lora(c, &lc0) || c->actor_rollout_ref.model.lora_adapter_path) &&
+                          (!c->actor_rollout_ref.model.base_dtype || !strcmp(c->actor_rollout_ref.model.base_dtype, "bf16"));
+    if (lora_bf16) {   // a frozen bf16 base: loaded straight into bf16 (lora_setup attaches it)
+        model_config_load(&g->mcfg, mp);
+        param_layout_init(&g->pl, &g->mcfg);
+        run_state_load_base_bf16(mp, &g->pl, &g->pb);
+        g->params = (param_set){&g->pl, NULL};
+        decoder_model_init(&g->model, &g->pl, NULL, &g->be);
+    } else {
+        checkpoint_load(mp, &g->mcfg, &g->pl, &g->params);
+        decoder_model_init(&g->model, &g->pl, &g->params, &g->be);
+    }
     if (!val_only) {
         load_data(g, &g->train, &c->data.train_files, "train_files");
         g->have_train = 1;
@@ -119,6 +158,8 @@ static void grpo_setup(ppo_trainer *g, const rlc_train_config *c, int val_only, 
     const char *cs = getenv("RLC_TEST_CRASH_IN_CHECKPOINT");
     g->crash_step = cs && *cs ? atoll(cs) : -1;
     g->nan_lr_step = getenv("RLC_TEST_NONFINITE_LR") ? atoll(getenv("RLC_TEST_NONFINITE_LR")) : -1;
+
+    lora_setup(g);
 
     const __typeof__(c->actor_rollout_ref.actor) *ac = &c->actor_rollout_ref.actor;
     engine_config ec;
@@ -166,18 +207,21 @@ static void grpo_setup(ppo_trainer *g, const rlc_train_config *c, int val_only, 
     // into it, only the warmup derived from it (spec §7).
     ec.total_steps = !strcmp(c->model_engine, "torchtitan") ? 10000 : horizon;
     ec.warmup_steps = lr_resolve_warmup(ac->optim.lr_warmup_steps, ac->optim.lr_warmup_steps_ratio, horizon);
-    ec.no_state = g->W > 1;   // the gradient and the moments live in the fsdp shards (grpo_run_dist)
+    // the gradient and the moments live in the fsdp shards (grpo_run_dist); LoRA's are replicated in the engine
+    ec.no_state = g->W > 1 && !g->use_lora;
     engine_init(&g->eng, &g->model, &ec);
 
     g->have_ref = !val_only && (ac->use_kl_loss || c->algorithm.use_kl_in_reward);
-    if (g->have_ref) {   // frozen copy of the initial weights
+    if (g->have_ref && !g->use_lora) {   // frozen copy of the initial weights
         param_set_init(&g->ref_params, &g->pl);
         memcpy(g->ref_params.data, g->params.data, sizeof(float) * (size_t)g->pl.numel);
         decoder_model_init(&g->ref_model, &g->pl, &g->ref_params, &g->be);
     }
-    // the roles (W > 1: their sharded state is attached once it exists, in grpo_run_dist)
-    g->actor = (worker){"actor", &g->model, &g->eng, g->d, NULL, 0, NULL};
-    g->ref = (worker){"ref", &g->ref_model, &g->eng, g->d, NULL, 0, NULL};
+    // the roles (W > 1: their sharded state is attached once it exists, in grpo_run_dist). With LoRA the reference
+    // is the actor's own model with its adapters off: bitwise the frozen base, so step 0's KL is exactly 0.
+    g->actor = (worker){"actor", &g->model, &g->eng, g->d, NULL, 0, NULL, 0};
+    g->ref = g->use_lora ? (worker){"ref", &g->model, &g->eng, g->d, NULL, 0, NULL, 1}
+                         : (worker){"ref", &g->ref_model, &g->eng, g->d, NULL, 0, NULL, 0};
     if (g->have_critic) critic_setup(g, horizon);
 }
 
@@ -197,9 +241,14 @@ static void grpo_teardown(ppo_trainer *g) {
     if (g->have_fs) fsdp_free(&g->fs);
     if (g->have_ref_fs) fsdp_free(&g->ref_fs);
     free(g->resume_opt);
-    if (g->have_ref) { decoder_model_free(&g->ref_model); param_set_free(&g->ref_params); }
+    if (g->have_ref && !g->use_lora) { decoder_model_free(&g->ref_model); param_set_free(&g->ref_params); }
     engine_free(&g->eng);
     decoder_model_free(&g->model);
+    if (g->use_lora) {
+        param_set_free(&g->lora_ad);
+        lora_layout_free(&g->ll);
+        if (g->pb.w16) param_bf16_free(&g->pb);
+    }
     param_set_free(&g->params);
     param_layout_free(&g->pl);
     if (g->have_train) rlc_dataset_free(&g->train);
@@ -227,6 +276,14 @@ int grpo_run_dist(const rlc_train_config *c, int val_only, dist_ctx *dc) {
     free(cfg_path);
     fprintf(stdout, "rlc: model %s: %lld parameters, %d layers; BLAS %s, %d threads\n", c->actor_rollout_ref.model.path,
             (long long)g.pl.numel, g.mcfg.num_hidden_layers, g.be.blas_core, g.be.n_threads);
+    if (g.use_lora) {
+        char line[160];
+        lora_trainable_line(&g.ll, line, sizeof line);
+        fprintf(stdout, "rlc: LoRA r %d alpha %g%s scale %g on %s: %s; frozen base %s; reference = adapters off\n", g.ll.rank,
+                (double)g.ll.alpha, g.ll.use_rslora ? " (rsLoRA)" : "", (double)g.ll.scale,
+                c->actor_rollout_ref.model.lora_adapter_path ? c->actor_rollout_ref.model.lora_adapter_path : "new adapters",
+                line, g.pb.w16 ? "bf16" : "fp32");
+    }
     rlc_metrics m;
     rlc_metrics_init(&m);
 
@@ -271,7 +328,17 @@ int grpo_run_dist(const rlc_train_config *c, int val_only, dist_ctx *dc) {
     // TensorBoard's counterpart of the truncation: earlier event files' steps from here on are dropped
     if (g.tb) tb_write_session_start(g.tb, resumed >= 0 ? resumed + 1 : 0);
 
-    if (g.W > 1) {   // sharded state from the (loaded) full weights; g.params stays as the rollout copy
+    if (g.W > 1 && g.use_lora) {   // replicated adapters + state; the frozen base whole on each rank (the rollout reads it)
+        const double MiB = 1024.0 * 1024.0;
+        const int64_t na = g.ll.pl.numel;
+        fprintf(stdout,
+                "rlc: dist: %d ranks; LoRA per rank: frozen base %.3f MiB (%s, whole: the rollout decodes from it), adapters "
+                "%.3f MiB (params+grads+AdamW m,v, replicated; gradients all-reduced), no reference copy\n",
+                g.W, (g.pb.w16 ? g.pl.numel * 2.0 : g.pl.numel * 4.0) / MiB, g.pb.w16 ? "bf16" : "fp32", na * 16.0 / MiB);
+        if (g.have_critic) rlc_die("config: LoRA with a critic (algorithm.adv_estimator=gae) runs in one process for now");
+        fflush(stdout);
+    }
+    if (g.W > 1 && !g.use_lora) {   // sharded state from the (loaded) full weights; g.params stays as the rollout copy
         fsdp_memory mr, rr = {0, 0, 0, 0};
         if (g.have_ref) {   // the reference weights sharded too (frozen state: params only), first, so that its
             // full copy is gone before the actor's shards exist (the peak at start)
@@ -321,6 +388,7 @@ int grpo_run_dist(const rlc_train_config *c, int val_only, dist_ctx *dc) {
     progress_init(&g.prog, stdout, g.root ? -1 : 0, g.global_step, g.total_steps, 1);
     rollout_config rc;
     ppo_rollout_config(&g, &rc, 0);
+    rc.lora_merge = g.use_lora && c->actor_rollout_ref.model.lora.merge;   // merged weights, refreshed by update_weights
     g.rollout = rollout_engine_new(&g.model, &rc);
 
     // val_before_train: at step 0 only (a resumed run does not validate again; see docs/grpo.md)

@@ -713,7 +713,7 @@ static void phase_update_actor(ppo_trainer *g, step_state *s, rlc_metrics *m) {
     };
     if (g->global_step + 1 == g->nan_lr_step) g->eng.sched.base_lr = NAN;   // tests: a non-finite update
     worker_update_result r = worker_update(&g->actor, &s->sb, &uc, &L);
-    if (g->W > 1) {
+    if (g->have_fs) {   // (LoRA: the adapters are replicated, every rank already holds the updated ones)
         double t0 = rlc_now();
         fsdp_gather_full(&g->fs, g->fs.p, g->params.data, -1);
         rlc_metrics_set(m, "timing_s/gather_weights", rlc_now() - t0);

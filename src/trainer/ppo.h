@@ -37,7 +37,12 @@ typedef struct {
     param_layout pl;
     param_set params, ref_params;
     decoder_model model, ref_model;
-    int have_ref;
+    int have_ref;                 // with LoRA: ref = the actor's model with its adapters off (no ref_params)
+    // LoRA (docs/lora.md): the actor trains the adapter set; the base is frozen (bf16 in pb, or fp32 in params)
+    int use_lora;
+    lora_layout ll;               // the adapters' size table
+    param_set lora_ad;            // (ll.pl.numel) the adapters, stepped by eng
+    param_bf16 pb;                // base_dtype=bf16: the frozen base (params freed); the rollout reads it too
     engine eng;                   // the actor's engine (the reference borrows its buffers)
     worker actor, ref, critic;    // the roles (ref: when have_ref; critic: when have_critic)
     // the critic (verl's value model, spec verl-ppo.md §1): its own decoder, head, engine and AdamW

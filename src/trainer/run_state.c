@@ -16,6 +16,7 @@
 #include "core/common.h"
 #include "core/strbuf.h"
 #include "io/checkpoint.h"
+#include "io/peft.h"
 #include "io/safetensors.h"
 
 #include <cjson/cJSON.h>
@@ -244,6 +245,52 @@ void run_state_load_value_head_opt(const char *path, worker_head *h, int64_t wan
     free(buf);
 }
 
+void run_state_load_base_bf16(const char *dir, const param_layout *pl, param_bf16 *pb) {
+    char what[128];
+    snprintf(what, sizeof what, "%s: the model's %lld bf16 parameters", dir, (long long)pl->numel);
+    rlc_check_memory((double)pl->numel * sizeof(uint16_t), what);
+    // the same name / dtype / shape checks as checkpoint_load, then a chunked conversion (no fp32 copy of a tensor)
+    st_dir d;
+    st_dir_open(&d, dir);
+    for (int i = 0; i < d.n_tensors; i++) {
+        const st_tensor *t = d.entries[i].t;
+        if (param_layout_find(pl, t->name) >= 0 || (pl->cfg.tie_word_embeddings && !strcmp(t->name, "lm_head.weight"))) continue;
+        rlc_die("%s: tensor '%s' is not a parameter of this %s config.json (unexpected tensor)", d.files[d.entries[i].file].path,
+                t->name, pl->cfg.model_type);
+    }
+    memset(pb, 0, sizeof *pb);
+    pb->pl = pl;
+    pb->slot_block = -1;
+    pb->w16 = rlc_alloc((size_t)pl->numel * sizeof(uint16_t));
+    enum { CHUNK = 1 << 16 };
+    float *tmp = rlc_malloc(sizeof(float) * CHUNK);
+    for (int i = 0; i < pl->n_tensors; i++) {
+        const param_tensor *p = &pl->tensors[i];
+        const char *path = NULL;
+        const st_tensor *t = st_dir_find(&d, p->name, &path);
+        if (!t) rlc_die("%s: tensor '%s' is missing (expected from the %s config.json)", dir, p->name, pl->cfg.model_type);
+        if (t->dtype != ST_F32 && t->dtype != ST_BF16 && t->dtype != ST_F16 && t->dtype != ST_F64)
+            rlc_die("%s: tensor '%s' has dtype %s; expected F32, BF16 or F16", path, p->name, st_dtype_name(t->dtype));
+        int same = t->ndim == p->ndim;
+        for (int k = 0; same && k < p->ndim; k++) same = t->shape[k] == p->shape[k];
+        if (!same) rlc_die("%s: tensor '%s' does not have the shape config.json gives it", path, p->name);
+        const int es = st_dtype_size(t->dtype);
+        for (int64_t o = 0; o < p->numel; o += CHUNK) {
+            const int64_t n = p->numel - o < CHUNK ? p->numel - o : CHUNK;
+            st_convert_to_f32(t->dtype, (const char *)t->data + o * es, tmp, n);
+            for (int64_t k = 0; k < n; k++) {
+                if (!isfinite(tmp[k]))
+                    rlc_die("%s: tensor '%s' element %lld is %g as fp32; a checkpoint must hold finite weights", path, p->name,
+                            (long long)(o + k), (double)tmp[k]);
+                pb->w16[p->offset + o + k] = st_f32_to_bf16(tmp[k]);   // round to nearest even, as param_bf16_init
+            }
+        }
+        st_tensor_drop_pages(t);
+    }
+    free(tmp);
+    st_dir_close(&d);
+}
+
 typedef struct {
     char magic[8];
     uint32_t version, pad;
@@ -254,11 +301,13 @@ typedef struct {
 } trainer_state;
 
 void run_state_save(ppo_trainer *g) {
-    if (g->root)   // never a non-finite checkpoint: stop naming step and tensor; the last good one stays latest
+    if (g->root && g->use_lora)   // the adapters are what trains: they and their moments must be finite
+        finite_check_save(g->lora_ad.data, g->eng.opt.m.data, g->eng.opt.v.data, &g->ll.pl, g->global_step);
+    else if (g->root)   // never a non-finite checkpoint: stop naming step and tensor; the last good one stays latest
         finite_check_save(g->params.data, g->W == 1 ? g->eng.opt.m.data : NULL, g->W == 1 ? g->eng.opt.v.data : NULL,
                           &g->pl, g->global_step);
     if (!g->root) {   // W > 1: rank 0 writes; the others take part in gathering the optimizer state
-        fsdp_save_optimizer(&g->fs, "", g->eng.sched.step);
+        if (g->have_fs) fsdp_save_optimizer(&g->fs, "", g->eng.sched.step);   // (LoRA: replicated, rank 0 has it all)
         if (g->have_critic) {   // the same collectives as save_critic on rank 0
             fsdp_gather_full(&g->critic_fs, g->critic_fs.p, NULL, 0);
             fsdp_save_optimizer(&g->critic_fs, "", g->critic_eng.sched.step);
@@ -274,8 +323,13 @@ void run_state_save(ppo_trainer *g) {
     rlc_mkdirs(tmp);
     char *actor = rlc_path_join(tmp, "actor");
     rlc_mkdirs(actor);
-    // fp32 so that a resumed run continues bit-identically; transformers and vLLM load it as-is.
-    checkpoint_save(actor, &g->params, ST_F32);
+    if (g->use_lora) {   // PEFT's folder (F32: a resumed run continues bit-identically); the frozen base is not copied
+        char *ld = rlc_path_join(actor, "lora_adapter");
+        peft_save(ld, &g->ll, &g->lora_ad, g->cfg->actor_rollout_ref.model.path);
+        free(ld);
+    } else {   // fp32 so that a resumed run continues bit-identically; transformers and vLLM load it as-is.
+        checkpoint_save(actor, &g->params, ST_F32);
+    }
     checkpoint_copy_tokenizer(g->cfg->actor_rollout_ref.model.path, actor);
     if (g->crash_step == g->global_step) {   // tests: die as a SIGKILL would, with the save half written
         fprintf(stderr, "rlc: RLC_TEST_CRASH_IN_CHECKPOINT=%lld: killing the process midway through the save\n",
@@ -284,7 +338,7 @@ void run_state_save(ppo_trainer *g) {
         kill(getpid(), SIGKILL);
     }
     char *opt = rlc_path_join(actor, "optimizer.bin");
-    if (g->W > 1) fsdp_save_optimizer(&g->fs, opt, g->eng.sched.step);   // full-layout m/v: any W resumes it
+    if (g->have_fs) fsdp_save_optimizer(&g->fs, opt, g->eng.sched.step);   // full-layout m/v: any W resumes it
     else engine_save_state(&g->eng, opt);
     if (g->have_critic) {
         char *cdir = rlc_path_join(tmp, "critic");
@@ -373,6 +427,29 @@ int64_t run_state_latest(const ppo_trainer *g) {
     return best;
 }
 
+// actor/lora_adapter/ into the adapter set: the same modules and rank as the configured adapters (the optimizer
+// state that follows is laid out over them), copied exactly (F32 as saved).
+static void load_lora_adapter(ppo_trainer *g, const char *actor) {
+    char *ld = rlc_path_join(actor, "lora_adapter");
+    if (!rlc_file_exists(ld))
+        rlc_die("%s: no lora_adapter/ in this checkpoint, but the config trains LoRA adapters (lora_rank > 0)", actor);
+    lora_layout ll;
+    param_set ad;
+    peft_load(ld, &g->mcfg, &ll, &ad);
+    if (ll.rank != g->ll.rank || ll.pl.numel != g->ll.pl.numel || memcmp(ll.a_off, g->ll.a_off, sizeof(int64_t) * (size_t)(ll.L * LORA_NPROJ)) ||
+        memcmp(ll.b_off, g->ll.b_off, sizeof(int64_t) * (size_t)(ll.L * LORA_NPROJ)))
+        rlc_die("%s: adapter of rank %d over %lld parameters, the configured adapters have rank %d over %lld (lora_rank, "
+                "target_modules and exclude_modules must match the checkpoint)", ld, ll.rank, (long long)ll.pl.numel,
+                g->ll.rank, (long long)g->ll.pl.numel);
+    if (ll.scale != g->ll.scale)
+        rlc_die("%s: adapter scale %g (lora_alpha %g%s), the configured adapters have %g", ld, (double)ll.scale, (double)ll.alpha,
+                ll.use_rslora ? ", rsLoRA" : "", (double)g->ll.scale);
+    memcpy(g->lora_ad.data, ad.data, sizeof(float) * (size_t)ll.pl.numel);
+    param_set_free(&ad);
+    lora_layout_free(&ll);
+    free(ld);
+}
+
 void run_state_load(ppo_trainer *g, const char *dir) {
     char *tsp = rlc_path_join(dir, "trainer_state.bin");
     size_t len;
@@ -393,9 +470,10 @@ void run_state_load(ppo_trainer *g, const char *dir) {
                 (long long)ts.global_step, (long long)ts.epoch, (long long)ts.batch_in_epoch, (long long)g->steps_per_epoch,
                 ts.kl_ctrl_value);
     char *actor = rlc_path_join(dir, "actor");
-    checkpoint_load_weights(actor, &g->params);
+    if (g->use_lora) load_lora_adapter(g, actor);
+    else checkpoint_load_weights(actor, &g->params);
     char *opt = rlc_path_join(actor, "optimizer.bin");
-    if (g->W > 1) { free(g->resume_opt); g->resume_opt = rlc_strdup(opt); }   // loaded into the shards later
+    if (g->W > 1 && !g->use_lora) { free(g->resume_opt); g->resume_opt = rlc_strdup(opt); }   // loaded into the shards later
     else engine_load_state(&g->eng, opt);
     if (g->have_critic) {
         char *cdir = rlc_path_join(dir, "critic");

@@ -33,3 +33,6 @@ void run_state_load_critic_model(ppo_trainer *g, const char *dir);
 void run_state_load_value_head_opt(const char *path, worker_head *h, int64_t want_step);
 // W > 1, resuming: the critic's optimizer.bin into its shards and the value head's moments (after sharding).
 void run_state_load_critic_optimizer_sharded(ppo_trainer *g);
+// The frozen base of a LoRA actor straight from the checkpoint DIR into bf16 (round to nearest even: the values
+// param_bf16_init gives), so the fp32 model never exists (peak: the bf16 copy). The checks of checkpoint_load.
+void run_state_load_base_bf16(const char *dir, const param_layout *pl, param_bf16 *pb);

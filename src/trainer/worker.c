@@ -76,6 +76,8 @@ void worker_infer(worker *w, const step_batch *sb, int *rows, int n, const worke
     float dummy_out[2];
     decoder_model *saved = w->eng->model;   // a borrowed engine runs this worker's model
     w->eng->model = w->model;
+    const int lora_was_on = w->model->lora_on;
+    if (w->adapters_off) decoder_lora_enable(w->model, 0);
     for (int64_t i = 0; i < K; i++) {
         if (fs) fsdp_begin_pass(fs, i + 1 < K);
         if (i < nmb) {
@@ -90,6 +92,7 @@ void worker_infer(worker *w, const step_batch *sb, int *rows, int n, const worke
         if (fs) fsdp_end_pass(fs);
     }
     w->eng->model = saved;
+    if (w->adapters_off) decoder_lora_enable(w->model, lora_was_on);
     if (fs) fsdp_invalidate(fs);
     free(cu_mb);
     free(starts);
@@ -258,10 +261,29 @@ static double adapter_fn(void *user, const engine_micro *mb) {
 
 static double zero_loss_fn(void *user, const engine_micro *mb) { (void)user; (void)mb; return 0.0; }
 
+// Sum the engine's (replicated) gradient over the ranks, in float64 chunks: every rank gets the same sum, so the
+// replicated AdamW steps stay identical.
+static void allreduce_grads(worker *w) {
+    enum { CHUNK = 1 << 20 };
+    float *g = w->eng->grads.data;
+    const int64_t n = w->eng->grads.layout->numel;
+    double *buf = rlc_malloc(sizeof(double) * (size_t)(n < CHUNK ? (n > 0 ? n : 1) : CHUNK));
+    for (int64_t o = 0; o < n; o += CHUNK) {
+        const int c = (int)(n - o < CHUNK ? n - o : CHUNK);
+        for (int i = 0; i < c; i++) buf[i] = g[o + i];
+        dist_allreduce_f64(w->d, buf, c, DIST_SUM, "all-reduce of the adapters' gradient");
+        for (int i = 0; i < c; i++) g[o + i] = (float)buf[i];
+    }
+    free(buf);
+}
+
 worker_update_result worker_update(worker *w, const step_batch *sb, const worker_update_cfg *uc, const worker_loss *L) {
     const int W = w->d ? w->d->world : 1, R = w->d ? w->d->rank : 0;
     fsdp_state *fs = w->d ? w->fs : NULL;
-    CHECK(W == 1 || fs, "worker %s: %d ranks without sharded state", w->name, W);
+    // LoRA under data parallelism: the adapters, their gradient and AdamW state are replicated (small), the
+    // gradient all-reduced before the step, so every rank takes the same step; the frozen base has no state to shard
+    const int replicated = W > 1 && !fs && w->model->lora && !w->head;
+    CHECK(W == 1 || fs || replicated, "worker %s: %d ranks without sharded state", w->name, W);
     int B = sb->B;
     int mini_seqs = (int)(uc->mini_seqs < B ? uc->mini_seqs : B);
     int n_mini = B / mini_seqs, nl = mini_seqs / W;
@@ -306,7 +328,8 @@ worker_update_result worker_update(worker *w, const step_batch *sb, const worker
             int64_t K = nmb;
             if (W > 1) {
                 dist_allreduce_f64(w->d, &N, 1, DIST_SUM, "all-reduce of the mini-batch loss-token count");
-                dist_allreduce_i64(w->d, &K, 1, DIST_MAX, "all-reduce of the micro-batch count");
+                // (replicated adapters: no per-pass collectives, so a rank runs only its own micro-batches)
+                if (fs) dist_allreduce_i64(w->d, &K, 1, DIST_MAX, "all-reduce of the micro-batch count");
             }
             if (!fs) engine_zero_grad(w->eng);   // (sharded: fsdp_optimizer_step consumed the last grad shard)
             if (w->head) memset(w->head->g, 0, sizeof(float) * (size_t)w->head->n);
@@ -336,6 +359,7 @@ worker_update_result worker_update(worker *w, const step_batch *sb, const worker
                 norm = cr.norm;
                 finite = cr.finite;
             } else {
+                if (replicated) allreduce_grads(w);
                 engine_opt_result r = w->head ? value_optimizer_step(w) : engine_optimizer_step(w->eng);
                 norm = r.grad_norm;
                 finite = r.finite;

@@ -33,6 +33,8 @@ typedef struct {
                                // actor's rollout copy), so inference runs on this rank's rows with no collectives
     worker_head *head;         // NULL: a log-prob worker (actor, reference); else a value worker (the critic), whose
                                // passes produce one value per token and take d loss / d value (one process only)
+    int adapters_off;          // 1: inference runs the model with its LoRA adapters switched off (the reference
+                               // policy of a LoRA actor: the same model and weights, no copy)
 } worker;
 
 // verl's micro-batching of an inference pass: use_dynamic_bsz (balanced token-budget parts), else
