@@ -17,7 +17,8 @@ void backend_set_threads(backend_ctx *be, int n_threads);
 // generic kernel on a CPU it does not recognise (Debian 12's 0.3.21 on Zen 4/5 and Sapphire Rapids),
 // set OPENBLAS_CORETYPE to the best matching family and re-exec ourselves so the library initialises
 // with it (its CPU detection runs in a load-time constructor). Honours a user-set OPENBLAS_CORETYPE
-// and RLC_NO_BLAS_FIX=1. argv is needed for the re-exec.
+// and RLC_NO_BLAS_FIX=1. In the same re-exec it sets GOMP_SPINCOUNT (short OpenMP barrier spinning: small
+// kernels on shared cores) unless the user set OMP_WAIT_POLICY or GOMP_SPINCOUNT. argv is needed for the re-exec.
 void backend_fix_blas_coretype(int argc, char **argv);
 // The core type OpenBLAS would pick for this CPU on its own (cpuid based), and the one rlc recommends.
 const char *backend_blas_recommended_core(void);
