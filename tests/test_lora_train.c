@@ -195,7 +195,7 @@ static void test_oracle(int have_torch) {
     int rc = train(env, "oracle_run", o);
     TL_CHECK(rc == 0, "rlc train from lora_adapter_path exits 0 (rc %d; see %s/oracle_run.log)", rc, F);
     if (rc) return;
-    if (!have_torch) { tl_skip("torch not importable under /usr/bin/python3: LoRA GRPO oracle skipped"); return; }
+    if (!have_torch) { tl_skip("RLC_SAN=1 or torch not importable under /usr/bin/python3: LoRA GRPO oracle skipped"); return; }
     const char *plan =
         "{\"temperature\": 0.8, \"lr\": 5e-3, \"beta1\": 0.9, \"beta2\": 0.999, \"eps\": 1e-8, \"weight_decay\": 0.01,"
         " \"clip_grad\": 1.0, \"clip_ratio_low\": 0.2, \"clip_ratio_high\": 0.2, \"clip_ratio_c\": 3.0,"
