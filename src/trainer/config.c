@@ -925,7 +925,8 @@ void rlc_config_save(const rlc_train_config *c, const char *path) {
 }
 
 void rlc_config_print_schema(FILE *f) {
-    static const char *const tn[] = {"bool", "int", "float", "str", "list[str]", "[float, float]", "str or list[str]"};  // by ctype
+    static const char *const tn[] = {"bool", "int", "float", "str", "list[str]", "[float, float]", "str or list[str]"};
+    _Static_assert(sizeof tn / sizeof *tn == CT_STRORLIST + 1, "one name per ctype");
     for (int i = 0; i < N_SCHEMA; i++) {
         const cfg_entry *e = &k_schema[i];
         fprintf(f, "%-62s %-10s default %s", e->key, tn[e->type], e->def);
