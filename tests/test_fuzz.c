@@ -554,10 +554,18 @@ static void regress_parquet_v2_no_values(void *arg) {
     read_parquet((void *)"tests/data/fuzz/parquet_v2_page_without_values.parquet");
 }
 
+// A v1 data page of no values whose levels carry a length prefix: the level decoder ran on the column's
+// still-NULL level arrays (UBSan). The file is the fuzzer's minimized input.
+static void regress_parquet_v1_no_values(void *arg) {
+    (void)arg;
+    read_parquet((void *)"tests/data/fuzz/parquet_v1_page_without_values.parquet");
+}
+
 static void test_regressions(void) {
     static const struct { const char *what; void (*fn)(void *); } R[] = {
         {"tokenizer: a word of no tokens, encoded twice", regress_empty_word},
         {"Parquet: a v2 data page with levels but no values", regress_parquet_v2_no_values},
+        {"Parquet: a v1 data page with level lengths but no values", regress_parquet_v1_no_values},
     };
     for (size_t i = 0; i < sizeof R / sizeof R[0]; i++) {
         char why[2048];

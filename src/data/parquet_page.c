@@ -566,7 +566,8 @@ void rlc_pq_column_read(rlc_pq_column *c, const uint8_t *file, size_t file_n, co
                 cu.pos += 4;
                 if (len > cu.n - cu.pos) fail(m, "%s: length %u runs past the end of the page", what, len);
                 cursor lc = {cu.p + cu.pos, len, 0};
-                levels(m, &lc, max, nv, (pass == 0 ? c->rep : c->def) + c->n_levels, tmp, what);
+                if (nv > 0)   // no values: nothing to decode, and the level arrays may not exist yet
+                    levels(m, &lc, max, nv, (pass == 0 ? c->rep : c->def) + c->n_levels, tmp, what);
                 cu.pos += len;
             }
         } else {
