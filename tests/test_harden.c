@@ -135,18 +135,18 @@ static void test_finite(void) {
                 ps.data[pos[k]] = bad[(trial + k) % 3];
             }
             int64_t lowest = -1;
-            for (int r = 0; r < W; r++) {
-                int64_t want = -1;   // the lowest bad position rank r owns
+            for (int rk = 0; rk < W; rk++) {
+                int64_t want = -1;   // the lowest bad position rank rk owns
                 for (int b = 0; b < nb; b++) {
                     const int64_t piece = so[b + 1] - so[b];
                     for (int64_t j = 0; j < piece; j++) {
-                        const int64_t full = pl.block_off[b] + r * piece + j;
+                        const int64_t full = pl.block_off[b] + rk * piece + j;
                         sh[so[b] + j] = full < pl.block_off[b + 1] ? ps.data[full] : 0.f;
                         for (int k = 0; k < nbad; k++)
                             if (full < pl.block_off[b + 1] && full == pos[k] && (want < 0 || full < want)) want = full;
                     }
                 }
-                const finite_report fr = finite_scan_shard(sh, &pl, so, r), rf = finite_scan_shard_ref(sh, &pl, so, r);
+                const finite_report fr = finite_scan_shard(sh, &pl, so, rk), rf = finite_scan_shard_ref(sh, &pl, so, rk);
                 const int64_t got = fr.tensor >= 0 ? pl.tensors[fr.tensor].offset + fr.element : -1;
                 shard_agree &= fr.tensor == rf.tensor && fr.element == rf.element && got == want;
                 if (got >= 0 && (lowest < 0 || got < lowest)) lowest = got;
