@@ -466,8 +466,8 @@ void run_state_load(ppo_trainer *g, const char *dir) {
         rlc_die("%s: checkpoint was trained on %lld prompts, the configured data has %lld", tsp, (long long)ts.train_n, (long long)g->train.n);
     // batch_in_epoch indexes the epoch's prompt order
     if (ts.batch_in_epoch >= g->steps_per_epoch)
-        rlc_die("%s: corrupt trainer state: batch_in_epoch %lld, but an epoch of this run has %lld batches", tsp,
-                (long long)ts.batch_in_epoch, (long long)g->steps_per_epoch);
+        rlc_die("%s: corrupt trainer state: batch_in_epoch names batch %lld of %lld per epoch (this run's batches are 0..%lld)",
+                tsp, (long long)ts.batch_in_epoch, (long long)g->steps_per_epoch, (long long)g->steps_per_epoch - 1);
     char *actor = rlc_path_join(dir, "actor");
     if (g->use_lora) load_lora_adapter(g, actor);
     else checkpoint_load_weights(actor, &g->params);
