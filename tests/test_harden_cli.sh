@@ -3,8 +3,9 @@
 # `rlc logprob` and `rlc generate` naming the tensor; with --allow-nonfinite logprob writes null outputs and
 # generate stops at the sampler's non-finite logits; `rlc init` refuses up front a model the disk cannot hold or
 # that exceeds rlc's size limit; `rlc tokenize` stops a backtracking pre-tokenizer regex naming file and pattern; a
-# dataset row or `rlc generate` prompt that renders to a token id past config.json's vocab_size is refused naming
-# the file, line and key, while a tokenizer that merely defines such an id (Gemma 3's image token) is accepted.
+# dataset row, SFT text row or `rlc generate` prompt that renders to a token id past config.json's vocab_size is
+# refused naming the file, line and key, while a tokenizer that merely defines such an id (Gemma 3's image token) is
+# accepted.
 set -u
 cd "$(dirname "$0")/.."
 B=${RLC_BUILD:-build}
@@ -131,5 +132,14 @@ one_error "generate: a prompt line rendering to an id past vocab_size" "vgen.jso
 head -1 "$tmp/vgen.jsonl" > "$tmp/vgen1.jsonl"
 timeout 60 "$RLC" generate --model "$tmp/vm" --prompts "$tmp/vgen1.jsonl" --out "$tmp/vgen_out.jsonl" --max-new-tokens 2 \
   --threads 1 >/dev/null 2>"$tmp/e11" && ok "generate: the unused id past vocab_size is accepted" || bad "generate: $(cat "$tmp/e11")"
+# SFT text rows ({"prompt", "response"}): the conversation as rendered for training
+printf '%s\n' '{"prompt": "What is 2 + 3?", "response": "5"}' '{"prompt": "What is 4 + 1?", "response": "<image_soft_token>"}' \
+  > "$tmp/vsft.jsonl"
+timeout 60 "$RLC" sft --model "$tmp/vm" --data "$tmp/vsft.jsonl" --out "$tmp/vsft_out" --steps 1 --batch-size 2 --threads 1 \
+  >/dev/null 2>"$tmp/e12"
+one_error "sft: a text row rendering to an id past vocab_size" "vsft.jsonl:2: its response renders to token id $((V + 3))" "$tmp/e12" $?
+head -1 "$tmp/vsft.jsonl" > "$tmp/vsft1.jsonl"
+timeout 60 "$RLC" sft --model "$tmp/vm" --data "$tmp/vsft1.jsonl" --out "$tmp/vsft_out" --steps 1 --batch-size 1 --threads 1 \
+  >/dev/null 2>"$tmp/e13" && ok "sft: the unused id past vocab_size is accepted" || bad "sft: $(tail -3 "$tmp/e13")"
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
