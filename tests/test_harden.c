@@ -3,7 +3,8 @@
 // without end, YAML nested without end, a second YAML document, NUL bytes and \u0000 escapes, invalid UTF-8,
 // text after the JSON value, non-finite weights, and error messages whose reason must survive a long name.
 // Each case runs in a forked child that must print exactly one line "rlc: error: ..." naming the file or key
-// (io_expect_die), or load correctly. Also: the finite scan against its plain reference.
+// (io_expect_die), or load correctly. Also: the finite scan of full buffers and of FSDP shards against their plain
+// references, the trainer's state files, and prompts that render to token ids past the model's vocabulary.
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 
 #include "core/common.h"
 #include "core/json.h"
+#include "data/dataset.h"
 #include "data/jsonl.h"
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
@@ -18,11 +20,13 @@
 #include "model/config.h"
 #include "testlib.h"
 #include "tiny_model.h"
+#include "tokenizer/bpe_train.h"
 #include "tokenizer/tokenizer.h"
 #include "trainer/config.h"
 #include "trainer/finite.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/optim.h"
+#include "trainer/trainer_state.h"
 
 static char *DIR_;
 
@@ -108,27 +112,274 @@ static void test_finite(void) {
         ps.data[b] = 0.5f;
     }
     TL_CHECK(agree, "finite_scan finds the first non-finite element, as finite_scan_ref does (40 random cases)");
+    // FSDP shards in dist/fsdp.h's layout (block b cut into W pieces of ceil(n_b / W) rounded up to 16, zero padded):
+    // each rank's scan reports the first bad value it holds, in full-layout terms, as the reference does, and the
+    // lowest over the ranks is the full buffer's first (what the collective save guard relies on)
+    const int nb = pl.n_blocks;
+    int64_t *so = rlc_malloc(sizeof(int64_t) * (size_t)(nb + 1));
+    for (int W = 2; W <= 3; W++) {
+        int64_t off = 0;
+        for (int b = 0; b < nb; b++) {
+            const int64_t nbk = pl.block_off[b + 1] - pl.block_off[b];
+            so[b] = off;
+            off += ((nbk + W - 1) / W + 15) / 16 * 16;
+        }
+        so[nb] = off;
+        float *sh = rlc_malloc(sizeof(float) * (size_t)off);
+        int shard_agree = 1;
+        for (int trial = 0; trial < 30; trial++) {
+            int64_t pos[2];
+            const int nbad = 1 + trial % 2;
+            for (int k = 0; k < nbad; k++) {
+                pos[k] = (int64_t)tl_uniform(&g, 0.f, (float)pl.numel) % pl.numel;
+                ps.data[pos[k]] = bad[(trial + k) % 3];
+            }
+            int64_t lowest = -1;
+            for (int rk = 0; rk < W; rk++) {
+                int64_t want = -1;   // the lowest bad position rank rk owns
+                for (int b = 0; b < nb; b++) {
+                    const int64_t piece = so[b + 1] - so[b];
+                    for (int64_t j = 0; j < piece; j++) {
+                        const int64_t full = pl.block_off[b] + rk * piece + j;
+                        sh[so[b] + j] = full < pl.block_off[b + 1] ? ps.data[full] : 0.f;
+                        for (int k = 0; k < nbad; k++)
+                            if (full < pl.block_off[b + 1] && full == pos[k] && (want < 0 || full < want)) want = full;
+                    }
+                }
+                const finite_report fr = finite_scan_shard(sh, &pl, so, rk), rf = finite_scan_shard_ref(sh, &pl, so, rk);
+                const int64_t got = fr.tensor >= 0 ? pl.tensors[fr.tensor].offset + fr.element : -1;
+                shard_agree &= fr.tensor == rf.tensor && fr.element == rf.element && got == want;
+                if (got >= 0 && (lowest < 0 || got < lowest)) lowest = got;
+            }
+            const int64_t first = nbad == 1 || pos[0] < pos[1] ? pos[0] : pos[1];
+            shard_agree &= lowest == first;
+            for (int k = 0; k < nbad; k++) ps.data[pos[k]] = 0.5f;
+        }
+        TL_CHECK(shard_agree, "W=%d: finite_scan_shard finds each rank's first non-finite element as the reference does, "
+                 "and the lowest over the ranks is the full buffer's first (30 random cases)", W);
+        free(sh);
+    }
+    free(so);
     ps.data[pl.tensors[3].offset + 5] = NAN;
     param_set_free(&ps);
     param_layout_free(&pl);
 }
 
-typedef struct { param_layout *pl; float *data; } finite_arg;
+typedef struct { param_layout *pl; float *data, *m, *head; } finite_arg;
 static void check_finite_child(void *p) {
     finite_arg *a = p;
-    finite_check_save(a->data, NULL, NULL, a->pl, 7);
+    const finite_buf b[4] = {{.what = "the weights", .data = a->data, .pl = a->pl},
+                             {.what = "the AdamW first moment", .data = a->m, .pl = a->pl},
+                             {.what = "the critic's value head", .data = a->head, .name = "score.weight", .n = 4},
+                             {.what = "the critic's value head", .data = a->head + 4, .name = "score.bias", .n = 1}};
+    finite_check_save(b, 4, NULL, 7);
 }
 static void test_finite_die(void) {
     model_config cfg;
     param_layout pl;
     param_set ps;
     tiny_params_init(&cfg, &pl, &ps, 0, 3);
-    ps.data[pl.tensors[4].offset + 5] = INFINITY;
-    finite_arg a = {&pl, ps.data};
+    float *m = rlc_calloc((size_t)pl.numel, sizeof(float));
+    float head[5] = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f};
+    finite_arg a = {&pl, ps.data, m, head};
+    char msg[512];
+    TL_CHECK(io_run_child(check_finite_child, &a, msg, sizeof msg) == 0, "finite buffers pass the save guard: %s", msg);
+    m[pl.tensors[2].offset + 1] = NAN;
+    io_expect_die("a non-finite moment before a save", check_finite_child, &a, "training step 7", "the AdamW first moment",
+                  pl.tensors[2].name, "element 1 is nan", (const char *)NULL);
+    ps.data[pl.tensors[4].offset + 5] = INFINITY;   // the weights come first, whatever the moments hold
     io_expect_die("a non-finite weight before a save", check_finite_child, &a, "training step 7", pl.tensors[4].name,
                   "element 5 is inf", "last good one stays the latest", (const char *)NULL);
+    ps.data[pl.tensors[4].offset + 5] = 0.f;
+    m[pl.tensors[2].offset + 1] = 0.f;
+    head[4] = -INFINITY;
+    io_expect_die("a non-finite value-head bias before a save", check_finite_child, &a, "the critic's value head",
+                  "tensor 'score.bias' element 0 is -inf", (const char *)NULL);
+    free(m);
     param_set_free(&ps);
     param_layout_free(&pl);
+}
+
+// ---- the trainer's state files (trainer_state.h) ----
+
+static void load_tstate(void *p) {
+    trainer_state ts;
+    trainer_state_load(&ts, p);
+}
+static void load_vhopt(void *p) {
+    vhead_opt_state s;
+    vhead_opt_load(&s, p);
+    vhead_opt_free(&s);
+}
+
+// a copy of good (n bytes) with `len` bytes of val at off, written as name
+static char *patched(const char *name, const void *good, size_t n, size_t off, const void *val, size_t len) {
+    char *b = rlc_malloc(n);
+    memcpy(b, good, n);
+    memcpy(b + off, val, len);
+    char *p = put(name, b, n);
+    free(b);
+    return p;
+}
+
+static void test_trainer_state(void) {
+    const trainer_state ts = {.global_step = 12, .epoch = 3, .batch_in_epoch = 1, .kl_ctrl_value = 0.001, .data_seed = 77,
+                              .train_n = 8};
+    uint8_t good[TRAINER_STATE_BYTES];
+    trainer_state_encode(&ts, good);
+    char *gp = put("trainer_state.bin", good, sizeof good);
+    trainer_state back;
+    trainer_state_load(&back, gp);
+    TL_CHECK(back.global_step == 12 && back.epoch == 3 && back.batch_in_epoch == 1 && back.kl_ctrl_value == 0.001 &&
+                 back.data_seed == 77 && back.train_n == 8,
+             "trainer state round trip");
+    free(gp);
+    const int64_t big = INT64_MAX, neg = -1, zero = 0;
+    const double dnan = NAN, dneg = -1.0;
+    const uint32_t two = 2, one = 1;
+    static const char MAGIC_BAD[1] = {'X'};
+    const struct { size_t off; const void *val; size_t len; const char *want; } CASES[] = {
+        {16, &big, 8, "global_step 9223372036854775807 is outside [0, 1099511627776]"},
+        {16, &neg, 8, "global_step -1 is outside"},
+        {24, &neg, 8, "epoch -1 is outside"},
+        {32, &neg, 8, "batch_in_epoch -1 is outside"},
+        {40, &dnan, 8, "kl_coef nan, expected a finite value >= 0"},
+        {40, &dneg, 8, "kl_coef -1"},
+        {56, &zero, 8, "train_n (prompts) 0 is outside"},
+        {8, &two, 4, "trainer state version 2"},
+        {12, &one, 4, "reserved bytes 12..15 are not zero"},
+        {0, MAGIC_BAD, 1, "not an rlc trainer state (bad magic)"},
+    };
+    for (size_t k = 0; k < sizeof CASES / sizeof CASES[0]; k++) {
+        char name[40];
+        snprintf(name, sizeof name, "tstate_%zu.bin", k);
+        char *p = patched(name, good, sizeof good, CASES[k].off, CASES[k].val, CASES[k].len);
+        io_expect_die(CASES[k].want, load_tstate, p, name, CASES[k].want, (const char *)NULL);
+        free(p);
+    }
+    char *p = put("tstate_short.bin", good, 63);
+    io_expect_die("a trainer state of 63 bytes", load_tstate, p, "tstate_short.bin", "63 bytes, expected 64", (const char *)NULL);
+    free(p);
+
+    // the value head's optimizer state: 9 values at step 12
+    float m[9], v[9];
+    for (int i = 0; i < 9; i++) { m[i] = 0.01f * (float)i; v[i] = 1e-4f * (float)i; }
+    uint8_t *vg;
+    size_t vn;
+    vhead_opt_encode(9, 12, m, v, &vg, &vn);
+    TL_CHECK(vn == 32 + 72, "value-head state of 9 values is %zu bytes", vn);
+    p = put("vhopt.bin", vg, vn);
+    char msg[512];
+    TL_CHECK(io_run_child(load_vhopt, p, msg, sizeof msg) == 0, "the value-head state loads: %s", msg);
+    free(p);
+    const int64_t ten = 10, huge = (int64_t)1 << 62, step_big = ((int64_t)1 << 40) + 1;
+    const float fnan = NAN, fneg = -1.f;
+    const struct { size_t off; const void *val; size_t len; const char *want; } VCASES[] = {
+        {16, &ten, 8, "n 10 values do not fill its 104 bytes"},
+        {16, &huge, 8, "n 4611686018427387904 values do not fill"},
+        {16, &zero, 8, "n 0 values"},
+        {16, &neg, 8, "n -1 values"},
+        {24, &neg, 8, "step -1 is outside"},
+        {24, &step_big, 8, "step 1099511627777 is outside"},
+        {32 + 4 * 3, &fnan, 4, "moment 3 (m nan"},
+        {32 + 36 + 4 * 2, &fneg, 4, "moment 2 (m 0.02, v -1)"},
+        {12, &one, 4, "reserved bytes 12..15 are not zero"},
+        {8, &two, 4, "value-head optimizer state version 2"},
+    };
+    for (size_t k = 0; k < sizeof VCASES / sizeof VCASES[0]; k++) {
+        char name[40];
+        snprintf(name, sizeof name, "vhopt_%zu.bin", k);
+        p = patched(name, vg, vn, VCASES[k].off, VCASES[k].val, VCASES[k].len);
+        io_expect_die(VCASES[k].want, load_vhopt, p, name, VCASES[k].want, (const char *)NULL);
+        free(p);
+    }
+    p = put("vhopt_short.bin", vg, 31);
+    io_expect_die("a value-head state of 31 bytes", load_vhopt, p, "vhopt_short.bin", "bad magic", (const char *)NULL);
+    free(p);
+    p = put("vhopt_cut.bin", vg, vn - 1);
+    io_expect_die("a value-head state one byte short", load_vhopt, p, "vhopt_cut.bin", "n 9 values do not fill its 103 bytes",
+                  (const char *)NULL);
+    free(p);
+    free(vg);
+}
+
+// ---- a prompt that renders to a token id past the model's vocabulary ----
+
+typedef struct { const char *path; rlc_tokenizer *tok; int64_t vocab; } ds_arg;
+static void load_ds(void *p) {
+    const ds_arg *a = p;
+    rlc_data_opts o;
+    rlc_data_opts_default(&o);
+    o.vocab_size = a->vocab;
+    rlc_dataset ds;
+    rlc_dataset_load(&ds, a->path, a->tok, &o);
+    rlc_dataset_free(&ds);
+}
+
+static void test_prompt_vocab(void) {
+    char *td = path_of("tok_vocab");
+    static const char *const TEXTS[] = {"What is 2 + 3? It is 5. What is 7 + 1? It is 8.", "user\n", "assistant\n",
+                                        "<think>\n\n</think>\n\n"};
+    const bpe_train_opts bo = {280, 1};
+    bpe_train_write(TEXTS, 4, &bo, td);
+    rlc_tokenizer *t0 = rlc_tok_load(td, NULL);
+    const int64_t V = rlc_tok_vocab_size(t0);   // the model's vocab_size: every id the trained tokenizer has
+    rlc_tok_free(t0);
+    // an added token past it, as Gemma 3's image token sits at vocab_size
+    char *tj = rlc_path_join(td, "tokenizer.json");
+    size_t n;
+    char *js = rlc_read_file(tj, &n);
+    cJSON *j = cJSON_Parse(js);
+    cJSON *img = cJSON_CreateObject();
+    cJSON_AddNumberToObject(img, "id", (double)(V + 5));
+    cJSON_AddStringToObject(img, "content", "<image_soft_token>");
+    cJSON_AddBoolToObject(img, "single_word", 0);
+    cJSON_AddBoolToObject(img, "lstrip", 0);
+    cJSON_AddBoolToObject(img, "rstrip", 0);
+    cJSON_AddBoolToObject(img, "normalized", 0);
+    cJSON_AddBoolToObject(img, "special", 1);
+    cJSON_AddItemToArray(cJSON_GetObjectItem(j, "added_tokens"), img);
+    char *out = cJSON_Print(j);
+    if (rlc_write_file_atomic(tj, out, strlen(out)) != 0) TL_CHECK(0, "cannot write %s", tj);
+    free(out);
+    cJSON_Delete(j);
+    free(js);
+    rlc_tokenizer *t = rlc_tok_load(td, NULL);
+    TL_CHECK(rlc_tok_vocab_size(t) == V + 6, "the tokenizer has %lld ids (%lld + the image token)", (long long)rlc_tok_vocab_size(t),
+             (long long)V);
+    static const char R1[] = "{\"data_source\": \"t\", \"prompt\": [{\"role\": \"user\", \"content\": \"What is 2 + 3?\"}]}\n";
+    static const char R2[] = "{\"data_source\": \"t\", \"prompt\": [{\"role\": \"user\", \"content\": \"What is <image_soft_token> + 1?\"}]}\n";
+    static const char G2[] = "{\"question\": \"What is 7 <image_soft_token>?\", \"answer\": \"#### 8\"}\n";
+    rlc_strbuf b = {0};
+    rlc_sb_puts(&b, R1);
+    rlc_sb_puts(&b, R2);
+    rlc_sb_puts(&b, R1);
+    char *bad = put("rows_image.jsonl", b.s, b.n);
+    char want[200], why[200];
+    snprintf(want, sizeof want, "rows_image.jsonl:2: \"prompt\" renders to token id %lld ('<image_soft_token>'), outside the "
+             "model's vocabulary [0, %lld)", (long long)(V + 5), (long long)V);
+    snprintf(why, sizeof why, "(the tokenizer has %lld ids, more than config.json's vocab_size %lld)", (long long)(V + 6), (long long)V);
+    ds_arg a = {bad, t, V};
+    io_expect_die("a row whose prompt renders to an id past vocab_size", load_ds, &a, want, why, (const char *)NULL);
+    rlc_sb_clear(&b);
+    rlc_sb_puts(&b, "{\"question\": \"What is 2 + 3?\", \"answer\": \"#### 5\"}\n");
+    rlc_sb_puts(&b, G2);
+    char *gbad = put("gsm8k_image.jsonl", b.s, b.n);
+    a.path = gbad;
+    io_expect_die("a GSM8K row whose question renders to an id past vocab_size", load_ds, &a,
+                  "gsm8k_image.jsonl:2: \"question\" renders to token id", (const char *)NULL);
+    // the same tokenizer on rows that never produce the id: accepted (an unused id past vocab_size is no error)
+    rlc_sb_clear(&b);
+    rlc_sb_puts(&b, R1);
+    rlc_sb_puts(&b, R1);
+    char *good = put("rows_text.jsonl", b.s, b.n);
+    a.path = good;
+    char msg[1024];
+    TL_CHECK(io_run_child(load_ds, &a, msg, sizeof msg) == 0,
+             "a tokenizer with an unused id past vocab_size (Gemma 3's image token) loads rows that never produce it: %s", msg);
+    rlc_sb_free(&b);
+    rlc_tok_free(t);
+    free(bad); free(gbad); free(good); free(tj); free(td);
 }
 
 // ---- optimizer and scheduler state ----
@@ -492,6 +743,8 @@ int main(void) {
     test_messages();
     test_json_helper();
     test_finite_die();
+    test_trainer_state();
+    test_prompt_vocab();
     test_optimizer_state();
     io_expect_die("lr schedule of 2^63 steps", sched_huge, NULL, "total steps 9223372036854775807", (const char *)NULL);
     test_tokenizer();

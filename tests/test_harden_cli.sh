@@ -2,7 +2,10 @@
 # test_harden_cli.sh: hostile inputs through the rlc binary. A checkpoint with one NaN weight is refused by
 # `rlc logprob` and `rlc generate` naming the tensor; with --allow-nonfinite logprob writes null outputs and
 # generate stops at the sampler's non-finite logits; `rlc init` refuses up front a model the disk cannot hold or
-# that exceeds rlc's size limit; `rlc tokenize` stops a backtracking pre-tokenizer regex naming file and pattern.
+# that exceeds rlc's size limit; `rlc tokenize` stops a backtracking pre-tokenizer regex naming file and pattern; a
+# dataset row, SFT text row or `rlc generate` prompt that renders to a token id past config.json's vocab_size is
+# refused naming the file, line and key, while a tokenizer that merely defines such an id (Gemma 3's image token) is
+# accepted.
 set -u
 cd "$(dirname "$0")/.."
 B=${RLC_BUILD:-build}
@@ -79,5 +82,64 @@ PY
 head -c 4000 /dev/zero | tr '\0' a > "$tmp/line.txt"
 timeout 20 "$RLC" tokenize --tokenizer "$tmp/tok" < "$tmp/line.txt" >/dev/null 2>"$tmp/e8"
 one_error "tokenize with a backtracking Split regex" "tok/tokenizer.json: pre_tokenizer regex 'a*a*b|a' failed" "$tmp/e8" $?
+
+# a prompt token outside the model's vocabulary: the tokenizer has an added token past config.json's vocab_size
+# (as Gemma 3's image token), and one row uses it. Refused when the data loads, naming the file, line and key; the
+# same tokenizer on rows that never produce the id is accepted.
+"$RLC" gen-task --out "$tmp/sft.jsonl" --n 40 --seed 1 --format sft >/dev/null &&
+"$RLC" train-tokenizer --data "$tmp/sft.jsonl" --fields prompt,response --out "$tmp/vtok" --vocab-size 280 >/dev/null ||
+  bad "fixture tokenizer"
+V=$(/usr/bin/python3 - "$tmp/vtok/tokenizer.json" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))
+ids = list(t["model"]["vocab"].values()) + [a["id"] for a in t.get("added_tokens", [])]
+print(max(ids) + 1)
+PY
+)
+sed "s/\"vocab_size\": 64/\"vocab_size\": $V/; s/\"eos_token_id\": 1/\"eos_token_id\": $((V - 1))/" "$tmp/config.json" > "$tmp/vconfig.json"
+"$RLC" init --config "$tmp/vconfig.json" --out "$tmp/vm" --seed 3 --dtype f32 --tokenizer "$tmp/vtok" >/dev/null 2>&1 || bad "rlc init with the tokenizer"
+/usr/bin/python3 - "$tmp/vm/tokenizer.json" "$V" <<'PY'
+import json, sys
+p, v = sys.argv[1], int(sys.argv[2])
+t = json.load(open(p))
+t["added_tokens"].append({"id": v + 3, "content": "<image_soft_token>", "single_word": False, "lstrip": False, "rstrip": False,
+                          "normalized": False, "special": True})
+json.dump(t, open(p, "w"), ensure_ascii=False)
+PY
+row() { printf '{"data_source": "t", "prompt": [{"role": "user", "content": "%s"}], "reward_model": {"ground_truth": "5"}}\n' "$1"; }
+{ row "What is 2 + 3?"; row "What is <image_soft_token> + 3?"; row "What is 4 + 1?"; } > "$tmp/vbad.jsonl"
+{ row "What is 2 + 3?"; row "What is 4 + 1?"; } > "$tmp/vok.jsonl"
+cat > "$tmp/v.yaml" <<Y
+data: {train_files: $tmp/vbad.jsonl, val_files: $tmp/vok.jsonl, train_batch_size: 2, max_prompt_length: 64, max_response_length: 4}
+actor_rollout_ref:
+  model: {path: $tmp/vm}
+  actor: {optim: {lr: 1.0e-3}, ppo_mini_batch_size: 2, ppo_micro_batch_size_per_gpu: 2}
+  rollout: {n: 2, temperature: 1.0}
+algorithm: {adv_estimator: grpo}
+custom_reward_function: {command: /usr/bin/python3 tests/py/grpo_reward.py}
+trainer: {total_training_steps: 1, test_freq: -1, save_freq: -1, val_before_train: false, n_threads: 1, default_local_dir: $tmp/vrun}
+Y
+timeout 120 "$RLC" train "$tmp/v.yaml" >/dev/null 2>"$tmp/e9"
+one_error "train: a row whose prompt renders to an id past vocab_size" \
+  "vbad.jsonl:2: \"prompt\" renders to token id $((V + 3)) ('<image_soft_token>'), outside the model's vocabulary [0, $V) (the tokenizer has $((V + 4)) ids, more than config.json's vocab_size $V)" "$tmp/e9" $?
+timeout 120 "$RLC" eval "$tmp/v.yaml" >"$tmp/eval.log" 2>&1 && grep -q 'val-core/' "$tmp/eval.log" &&
+  ok "eval: the tokenizer's unused id past vocab_size is accepted (rows that never produce it validate)" ||
+  bad "eval with an unused id past vocab_size: $(tail -3 "$tmp/eval.log")"
+printf '%s\n' '{"prompt": "What is 2 + 3?"}' '{"prompt": "What is <image_soft_token>?"}' > "$tmp/vgen.jsonl"
+timeout 60 "$RLC" generate --model "$tmp/vm" --prompts "$tmp/vgen.jsonl" --out "$tmp/vgen_out.jsonl" --max-new-tokens 2 \
+  --threads 1 >/dev/null 2>"$tmp/e10"
+one_error "generate: a prompt line rendering to an id past vocab_size" "vgen.jsonl:2: \"prompt\" renders to token id $((V + 3))" "$tmp/e10" $?
+head -1 "$tmp/vgen.jsonl" > "$tmp/vgen1.jsonl"
+timeout 60 "$RLC" generate --model "$tmp/vm" --prompts "$tmp/vgen1.jsonl" --out "$tmp/vgen_out.jsonl" --max-new-tokens 2 \
+  --threads 1 >/dev/null 2>"$tmp/e11" && ok "generate: the unused id past vocab_size is accepted" || bad "generate: $(cat "$tmp/e11")"
+# SFT text rows ({"prompt", "response"}): the conversation as rendered for training
+printf '%s\n' '{"prompt": "What is 2 + 3?", "response": "5"}' '{"prompt": "What is 4 + 1?", "response": "<image_soft_token>"}' \
+  > "$tmp/vsft.jsonl"
+timeout 60 "$RLC" sft --model "$tmp/vm" --data "$tmp/vsft.jsonl" --out "$tmp/vsft_out" --steps 1 --batch-size 2 --threads 1 \
+  >/dev/null 2>"$tmp/e12"
+one_error "sft: a text row rendering to an id past vocab_size" "vsft.jsonl:2: its response renders to token id $((V + 3))" "$tmp/e12" $?
+head -1 "$tmp/vsft.jsonl" > "$tmp/vsft1.jsonl"
+timeout 60 "$RLC" sft --model "$tmp/vm" --data "$tmp/vsft1.jsonl" --out "$tmp/vsft_out" --steps 1 --batch-size 1 --threads 1 \
+  >/dev/null 2>"$tmp/e13" && ok "sft: the unused id past vocab_size is accepted" || bad "sft: $(tail -3 "$tmp/e13")"
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -20,6 +20,7 @@
 #include "core/atomic_writer.h"
 #include "core/common.h"
 #include "core/strbuf.h"
+#include "data/dataset.h"
 #include "data/jsonl.h"
 #include "io/checkpoint.h"
 #include "io/hf_cache.h"
@@ -79,10 +80,9 @@ static void read_prompts(prompt_set *ps, const char *path, rlc_tokenizer *tok, c
                     rlc_die("%s:%ld: messages: %s", path, line, err.s ? err.s : "malformed");
                 rlc_tok_encode(tok, sb.s ? sb.s : "", sb.n, &iv);
             }
-            for (int64_t k = 0; k < iv.n; k++)
-                if (iv.v[k] >= cfg->vocab_size)
-                    rlc_die("%s:%ld: the tokenizer produced id %d, outside the model's vocab [0, %d)", path, line, iv.v[k],
-                            cfg->vocab_size);
+            char where[1100];
+            rlc_format_short(where, sizeof where, "%s:%ld", path, line);
+            rlc_check_vocab_ids(tok, iv.v, iv.n, cfg->vocab_size, where, jp ? "\"prompt\"" : "\"messages\"");
         }
         if (iv.n < 1) rlc_die("%s:%ld: the prompt is empty; a prompt needs at least one token", path, line);
         if (iv.n >= cfg->max_position_embeddings)

@@ -43,6 +43,10 @@ static void load_sft_data(sft_dataset *d, const char *path, const char *model_di
     for (int64_t i = 0; i < txt.n; i++) {
         char where[1024];
         rlc_format_short(where, sizeof where, "%s:%lld", path, (long long)txt.items[i].line);
+        const char *key = "its text";   // the trained tokens (loss mask 1) are the response / assistant turns
+        for (int64_t t = 0; t < txt.items[i].n; t++)
+            if (txt.items[i].ids[t] >= cfg->vocab_size) { key = txt.items[i].loss_mask[t] ? "its response" : "its prompt"; break; }
+        rlc_check_vocab_ids(tok, txt.items[i].ids, txt.items[i].n, cfg->vocab_size, where, key);
         sft_dataset_add(d, txt.items[i].ids, txt.items[i].loss_mask, txt.items[i].n, cfg->vocab_size, where);
     }
     rlc_sft_text_free(&txt);

@@ -60,6 +60,24 @@ int64_t rlc_truncate_ids(int32_t *ids, int64_t n, int64_t max_len, rlc_truncatio
     }
 }
 
+void rlc_check_vocab_ids(const rlc_tokenizer *tok, const int32_t *ids, int64_t n, int64_t vocab_size, const char *where,
+                         const char *key) {
+    if (vocab_size <= 0) return;
+    for (int64_t k = 0; k < n; k++) {
+        if (ids[k] >= 0 && ids[k] < vocab_size) continue;
+        const char *piece = tok ? rlc_tok_id_to_token(tok, ids[k]) : NULL;
+        const int64_t tv = tok ? rlc_tok_vocab_size(tok) : 0;
+        char why[160];
+        if (tv > vocab_size)
+            snprintf(why, sizeof why, "the tokenizer has %lld ids, more than config.json's vocab_size %lld", (long long)tv,
+                     (long long)vocab_size);
+        else
+            snprintf(why, sizeof why, "config.json's vocab_size is %lld", (long long)vocab_size);
+        rlc_die("%s: %s renders to token id %d ('%s'), outside the model's vocabulary [0, %lld) (%s)", where, key, ids[k],
+                piece ? piece : "?", (long long)vocab_size, why);
+    }
+}
+
 static char *json_text(const cJSON *v) {
     char *s = cJSON_PrintUnformatted(v);
     if (!s) rlc_die("out of memory printing JSON");
@@ -175,6 +193,11 @@ void rlc_dataset_load(rlc_dataset *ds, const char *path, rlc_tokenizer *tok, con
         char where[512];
         snprintf(where, sizeof where, "%s:%lld", path, (long long)lineno);
         p.n_ids = rlc_truncate_ids(ids.v, ids.n, opts->max_prompt_length, opts->truncation, where);
+        // the ids the model will see (after truncation): an added token past vocab_size is this row's error here,
+        // not the rollout's later
+        char key[160];
+        snprintf(key, sizeof key, "\"%.120s\"", msgs ? "question" : pkey);
+        rlc_check_vocab_ids(tok, ids.v, p.n_ids, opts->vocab_size, where, key);
         if (p.n_ids < ids.n) ds->n_truncated++;
         p.ids = rlc_malloc((size_t)(p.n_ids + 1) * sizeof(int32_t));
         memcpy(p.ids, ids.v, (size_t)p.n_ids * sizeof(int32_t));

@@ -33,6 +33,8 @@ typedef struct {
     int enable_thinking;          // data.apply_chat_template_kwargs.enable_thinking: -1 = not passed
     const char *prompt_key;       // data.prompt_key (default "prompt")
     int64_t max_samples;          // keep the first N rows (after filtering); -1 = all
+    int64_t vocab_size;           // the model's config.json vocab_size: a row whose prompt ids reach it dies naming
+                                  // the row (rlc_check_vocab_ids); 0 = unchecked
 } rlc_data_opts;
 void rlc_data_opts_default(rlc_data_opts *o);
 
@@ -56,6 +58,13 @@ typedef struct {
     int64_t max_len_seen;      // longest prompt before truncation
     char *path;
 } rlc_dataset;
+
+// Dies "<where>: <key> renders to token id I ('<token>'), outside the model's vocabulary [0, vocab_size) (...)" at
+// the first of ids (n) at or past vocab_size: a tokenizer whose added tokens run past config.json's vocab_size. Only
+// the ids a row actually produces are checked, never the tokenizer's table: Gemma 3's tokenizer defines an image
+// token past vocab_size that text never produces.
+void rlc_check_vocab_ids(const rlc_tokenizer *tok, const int32_t *ids, int64_t n, int64_t vocab_size, const char *where,
+                         const char *key);
 
 // Load and tokenize a JSONL or Parquet dataset. Dies with path:line on malformed lines, and (truncation=error)
 // on a prompt longer than max_prompt_length, as verl does.

@@ -831,8 +831,8 @@ void rollout_generate_turns(rollout_engine *e, const rollout_prompt *prompts, co
                     p, (long long)pr->len, (long long)max_pos);
         for (int64_t t = 0; t < pr->len; t++)
             if (pr->ids[t] < 0 || pr->ids[t] >= c->vocab_size)
-                rlc_die("rollout: prompt %d token %lld has id %d outside the vocabulary [0, %d)", p, (long long)t, pr->ids[t],
-                        c->vocab_size);
+                rlc_die("rollout: prompt %d of the batch, token %lld has id %d, outside the model's vocabulary [0, %d) (has "
+                        "the tokenizer more tokens than config.json's vocab_size?)", p, (long long)t, pr->ids[t], c->vocab_size);
         const rollout_stream st = streams ? streams[p] : (rollout_stream){0, 0, 0};
         if (st.max_new_tokens < 0 || st.max_new_tokens > cfg->max_new_tokens || st.sample_base < 0 || st.draw_base < 0)
             rlc_die("rollout: prompt %d has max_new_tokens=%d (expected 0..%d), sample_base=%d, draw_base=%lld (expected >= 0)",

@@ -27,6 +27,7 @@ static void load_data(ppo_trainer *g, rlc_dataset *ds, const rlc_strlist *files,
     o.truncation = rlc_truncation_parse(c->data.truncation, "data.truncation");
     o.filter_overlong_prompts = c->data.filter_overlong_prompts;
     if (c->data.prompt_key) o.prompt_key = c->data.prompt_key;
+    o.vocab_size = g->mcfg.vocab_size;   // each row's prompt ids checked against the model's vocabulary
     rlc_dataset_load(ds, files->v[0], g->tok, &o);
     if (ds->n == 0) rlc_die("%s: no prompts left after loading (data.%s)", files->v[0], what);
 }

@@ -2,6 +2,7 @@
 // directory rename), resume, latest_checkpointed_iteration.txt and metrics truncation.
 #include "trainer/run_state.h"
 #include "trainer/finite.h"
+#include "trainer/trainer_state.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -20,9 +21,6 @@
 #include "io/safetensors.h"
 
 #include <cjson/cJSON.h>
-
-static const char *TRAINER_STATE_MAGIC = "RLCGRPO\x01";
-enum { TRAINER_STATE_VERSION = 1 };
 
 char *run_state_step_dir(const ppo_trainer *g, int64_t step) {
     char name[64];
@@ -50,9 +48,6 @@ static void rm_rf(const char *path) {
 }
 
 // ---- the critic's checkpoint ----
-
-static const char *VHEAD_OPT_MAGIC = "RLCVHOPT";
-enum { VHEAD_OPT_VERSION = 1 };
 
 // critic/: model.safetensors (the backbone without an untied lm_head, score.weight, score.bias; fp32 so that a
 // resumed run continues bit-identically), config.json as transformers' *ForTokenClassification with num_labels 1.
@@ -117,22 +112,11 @@ static void save_critic(ppo_trainer *g, const char *dir) {
     else engine_save_state(&g->critic_eng, path);
     free(path);
     rlc_free(full);
-    // the head's moments: magic, version, n, step, then m (n) and v (n)
-    const int64_t hn = g->critic_head.n;
-    rlc_strbuf b = {0};
-    uint32_t ver = VHEAD_OPT_VERSION, pad = 0;
-    int64_t step = g->have_critic_fs ? g->critic_fs.opt_step : g->critic_eng.opt.step;
-    rlc_sb_append(&b, VHEAD_OPT_MAGIC, 8);
-    rlc_sb_append(&b, (const char *)&ver, 4);
-    rlc_sb_append(&b, (const char *)&pad, 4);
-    rlc_sb_append(&b, (const char *)&hn, 8);
-    rlc_sb_append(&b, (const char *)&step, 8);
-    rlc_sb_append(&b, (const char *)g->critic_head.m, sizeof(float) * (size_t)hn);
-    rlc_sb_append(&b, (const char *)g->critic_head.v, sizeof(float) * (size_t)hn);
+    // the head's moments, at the backbone optimizer's step (trainer_state.h)
+    const int64_t step = g->have_critic_fs ? g->critic_fs.opt_step : g->critic_eng.opt.step;
     path = rlc_path_join(dir, "value_head_optimizer.bin");
-    if (rlc_write_file_atomic(path, b.s, b.n) != 0) rlc_die("%s: cannot write: %s", path, strerror(errno));
+    vhead_opt_save(path, g->critic_head.n, step, g->critic_head.m, g->critic_head.v);
     free(path);
-    rlc_sb_free(&b);
 }
 
 // The critic's weights from dir into the loaded layout: every backbone tensor (an untied lm_head is optional:
@@ -220,29 +204,17 @@ void run_state_load_critic_optimizer_sharded(ppo_trainer *g) {
 }
 
 void run_state_load_value_head_opt(const char *path, worker_head *h, int64_t want_step) {
-    size_t len;
-    char *buf = rlc_read_file(path, &len);
-    const int64_t hn = h->n;
-    const size_t want = 32 + 2 * sizeof(float) * (size_t)hn;
-    if (len < 32 || memcmp(buf, VHEAD_OPT_MAGIC, 8) != 0) rlc_die("%s: not an rlc value-head optimizer state (bad magic)", path);
-    uint32_t ver;
-    int64_t n, step;
-    memcpy(&ver, buf + 8, 4);
-    memcpy(&n, buf + 16, 8);
-    memcpy(&step, buf + 24, 8);
-    if (ver != VHEAD_OPT_VERSION) rlc_die("%s: value-head optimizer state version %u, this rlc reads %d", path, ver, VHEAD_OPT_VERSION);
-    if (n != hn || len != want)
-        rlc_die("%s: value-head optimizer state for %lld values (%zu bytes), the critic has %lld (%zu bytes expected)", path,
-                (long long)n, len, (long long)hn, want);
-    if (step != want_step)
-        rlc_die("%s: value-head optimizer step %lld differs from the critic's optimizer.bin step %lld", path, (long long)step,
+    vhead_opt_state s;
+    vhead_opt_load(&s, path);   // format, ranges and finite moments checked
+    if (s.n != h->n)
+        rlc_die("%s: value-head optimizer state for %lld values, the critic's head has %lld (hidden_size + 1)", path,
+                (long long)s.n, (long long)h->n);
+    if (s.step != want_step)
+        rlc_die("%s: value-head optimizer step %lld differs from the critic's optimizer.bin step %lld", path, (long long)s.step,
                 (long long)want_step);
-    memcpy(h->m, buf + 32, sizeof(float) * (size_t)hn);
-    memcpy(h->v, buf + 32 + sizeof(float) * (size_t)hn, sizeof(float) * (size_t)hn);
-    for (int64_t i = 0; i < hn; i++)
-        if (!isfinite(h->m[i]) || !(h->v[i] >= 0) || !isfinite(h->v[i]))
-            rlc_die("%s: value-head optimizer moment %lld is not finite (or the second moment is negative)", path, (long long)i);
-    free(buf);
+    memcpy(h->m, s.m, sizeof(float) * (size_t)s.n);
+    memcpy(h->v, s.v, sizeof(float) * (size_t)s.n);
+    vhead_opt_free(&s);
 }
 
 void run_state_load_base_bf16(const char *dir, const param_layout *pl, param_bf16 *pb) {
@@ -291,21 +263,65 @@ void run_state_load_base_bf16(const char *dir, const param_layout *pl, param_bf1
     st_dir_close(&d);
 }
 
-typedef struct {
-    char magic[8];
-    uint32_t version, pad;
-    int64_t global_step, epoch, batch_in_epoch;
-    double kl_ctrl_value;
-    uint64_t data_seed;
-    int64_t train_n;
-} trainer_state;
+// Test hook (env RLC_TEST_NONFINITE_SHARD=N): before step N's save the last rank sets the first value of its piece of
+// the first layer block in the actor's AdamW first moment to NaN: a fault only that rank's memory holds (W > 1: its
+// shard), which the collective check must still catch.
+static void inject_shard_nan(ppo_trainer *g) {
+    const char *s = getenv("RLC_TEST_NONFINITE_SHARD");
+    if (!s || !*s || atoll(s) != g->global_step || g->R != g->W - 1 || g->use_lora) return;
+    const int b = g->pl.n_blocks > 2 ? 1 : 0;
+    if (g->have_fs) {
+        CHECK((int64_t)g->R * g->fs.shard_len[b] < g->pl.block_off[b + 1] - g->pl.block_off[b], "block %d has no element on rank %d", b, g->R);
+        g->fs.m[g->fs.shard_off[b]] = NAN;
+    } else {
+        g->eng.opt.m.data[g->pl.block_off[b]] = NAN;
+    }
+    fprintf(stderr, "rlc: test: RLC_TEST_NONFINITE_SHARD=%lld: rank %d puts a NaN in its AdamW first-moment shard\n",
+            (long long)g->global_step, g->R);
+}
+
+// Never a non-finite checkpoint (finite.h): every buffer the save writes, as each rank holds it (W > 1: the actor's
+// and the critic's shards, the replicated LoRA adapters and value head), checked collectively before anything is
+// written; the run stops naming the step and the tensor, and the last good checkpoint stays the latest.
+static void check_finite_before_save(ppo_trainer *g) {
+    finite_buf b[12];
+    int n = 0;
+    if (g->use_lora) {   // the adapters are what trains: they and their moments (replicated on every rank)
+        b[n++] = (finite_buf){.what = "the LoRA adapters", .data = g->lora_ad.data, .pl = &g->ll.pl};
+        b[n++] = (finite_buf){.what = "the AdamW first moment", .data = g->eng.opt.m.data, .pl = &g->ll.pl};
+        b[n++] = (finite_buf){.what = "the AdamW second moment", .data = g->eng.opt.v.data, .pl = &g->ll.pl};
+    } else if (g->have_fs) {   // each rank its own shards: no rank holds all of m and v
+        b[n++] = (finite_buf){.what = "the weights", .data = g->fs.p, .pl = &g->pl, .shard_off = g->fs.shard_off};
+        b[n++] = (finite_buf){.what = "the AdamW first moment", .data = g->fs.m, .pl = &g->pl, .shard_off = g->fs.shard_off};
+        b[n++] = (finite_buf){.what = "the AdamW second moment", .data = g->fs.v, .pl = &g->pl, .shard_off = g->fs.shard_off};
+    } else {
+        b[n++] = (finite_buf){.what = "the weights", .data = g->params.data, .pl = &g->pl};
+        b[n++] = (finite_buf){.what = "the AdamW first moment", .data = g->eng.opt.m.data, .pl = &g->pl};
+        b[n++] = (finite_buf){.what = "the AdamW second moment", .data = g->eng.opt.v.data, .pl = &g->pl};
+    }
+    if (g->have_critic) {
+        const fsdp_state *cf = g->have_critic_fs ? &g->critic_fs : NULL;
+        const int64_t *so = cf ? cf->shard_off : NULL;
+        b[n++] = (finite_buf){.what = "the critic's weights", .data = cf ? cf->p : g->critic_params.data, .pl = &g->critic_pl, .shard_off = so};
+        b[n++] = (finite_buf){.what = "the critic's AdamW first moment", .data = cf ? cf->m : g->critic_eng.opt.m.data,
+                              .pl = &g->critic_pl, .shard_off = so};
+        b[n++] = (finite_buf){.what = "the critic's AdamW second moment", .data = cf ? cf->v : g->critic_eng.opt.v.data,
+                              .pl = &g->critic_pl, .shard_off = so};
+        const int64_t H = g->vhead.H;
+        const float *const hb[3] = {g->vhead.data, g->critic_head.m, g->critic_head.v};
+        static const char *const HW[3] = {"the critic's value head", "the value head's AdamW first moment",
+                                          "the value head's AdamW second moment"};
+        for (int k = 0; k < 3; k++) {
+            b[n++] = (finite_buf){.what = HW[k], .data = hb[k], .name = "score.weight", .n = H};
+            if (hb[k]) b[n++] = (finite_buf){.what = HW[k], .data = hb[k] + H, .name = "score.bias", .n = 1};
+        }
+    }
+    finite_check_save(b, n, g->d, g->global_step);
+}
 
 void run_state_save(ppo_trainer *g) {
-    if (g->root && g->use_lora)   // the adapters are what trains: they and their moments must be finite
-        finite_check_save(g->lora_ad.data, g->eng.opt.m.data, g->eng.opt.v.data, &g->ll.pl, g->global_step);
-    else if (g->root)   // never a non-finite checkpoint: stop naming step and tensor; the last good one stays latest
-        finite_check_save(g->params.data, g->W == 1 ? g->eng.opt.m.data : NULL, g->W == 1 ? g->eng.opt.v.data : NULL,
-                          &g->pl, g->global_step);
+    inject_shard_nan(g);
+    check_finite_before_save(g);   // every rank: a collective
     if (!g->root) {   // W > 1: rank 0 writes; the others take part in gathering the optimizer state
         if (g->have_fs) fsdp_save_optimizer(&g->fs, "", g->eng.sched.step);   // (LoRA: replicated, rank 0 has it all)
         if (g->have_critic) {   // the same collectives as save_critic on rank 0
@@ -345,18 +361,10 @@ void run_state_save(ppo_trainer *g) {
         save_critic(g, cdir);
         free(cdir);
     }
-    trainer_state ts;
-    memset(&ts, 0, sizeof ts);
-    memcpy(ts.magic, TRAINER_STATE_MAGIC, 8);
-    ts.version = TRAINER_STATE_VERSION;
-    ts.global_step = g->global_step;
-    ts.epoch = g->epoch;
-    ts.batch_in_epoch = g->batch_in_epoch;
-    ts.kl_ctrl_value = g->kl_ctrl.value;
-    ts.data_seed = g->data_seed;
-    ts.train_n = g->train.n;
+    const trainer_state ts = {.global_step = g->global_step, .epoch = g->epoch, .batch_in_epoch = g->batch_in_epoch,
+                              .kl_ctrl_value = g->kl_ctrl.value, .data_seed = g->data_seed, .train_n = g->train.n};
     char *tsp = rlc_path_join(tmp, "trainer_state.bin");
-    if (rlc_write_file_atomic(tsp, &ts, sizeof ts) != 0) rlc_die("%s: cannot write: %s", tsp, strerror(errno));
+    trainer_state_save(tsp, &ts);
     rlc_fsync_dir(tmp);
     // The directory appears under its final name only once complete: a crash before this leaves at most a
     // .tmp_ directory, which resume ignores and the next save removes.
@@ -452,23 +460,14 @@ static void load_lora_adapter(ppo_trainer *g, const char *actor) {
 
 void run_state_load(ppo_trainer *g, const char *dir) {
     char *tsp = rlc_path_join(dir, "trainer_state.bin");
-    size_t len;
-    char *buf = rlc_read_file(tsp, &len);
     trainer_state ts;
-    if (len != sizeof ts) rlc_die("%s: truncated trainer state (%zu bytes, expected %zu)", tsp, len, sizeof ts);
-    memcpy(&ts, buf, sizeof ts);
-    free(buf);
-    if (memcmp(ts.magic, TRAINER_STATE_MAGIC, 8) != 0) rlc_die("%s: not an rlc trainer state (bad magic)", tsp);
-    if (ts.version != TRAINER_STATE_VERSION) rlc_die("%s: trainer state version %u, this rlc reads %d", tsp, ts.version, TRAINER_STATE_VERSION);
+    trainer_state_load(&ts, tsp);   // format and ranges checked; what follows checks it against this run
     if (ts.train_n != g->train.n)
         rlc_die("%s: checkpoint was trained on %lld prompts, the configured data has %lld", tsp, (long long)ts.train_n, (long long)g->train.n);
-    // values no save writes: a damaged file (batch_in_epoch indexes the epoch's prompt order)
-    if (ts.global_step < 0 || ts.global_step > ADAMW_MAX_STEP || ts.epoch < 0 || ts.epoch > ADAMW_MAX_STEP ||
-        ts.batch_in_epoch < 0 || ts.batch_in_epoch >= g->steps_per_epoch ||
-        !isfinite(ts.kl_ctrl_value) || ts.kl_ctrl_value < 0)
-        rlc_die("%s: corrupt trainer state (global_step %lld, epoch %lld, batch %lld of %lld per epoch, kl_coef %g)", tsp,
-                (long long)ts.global_step, (long long)ts.epoch, (long long)ts.batch_in_epoch, (long long)g->steps_per_epoch,
-                ts.kl_ctrl_value);
+    // batch_in_epoch indexes the epoch's prompt order
+    if (ts.batch_in_epoch >= g->steps_per_epoch)
+        rlc_die("%s: corrupt trainer state: batch_in_epoch names batch %lld of %lld per epoch (this run's batches are 0..%lld)",
+                tsp, (long long)ts.batch_in_epoch, (long long)g->steps_per_epoch, (long long)g->steps_per_epoch - 1);
     char *actor = rlc_path_join(dir, "actor");
     if (g->use_lora) load_lora_adapter(g, actor);
     else checkpoint_load_weights(actor, &g->params);

@@ -1,13 +1,54 @@
 // validate.c: verl's _validate + process_validation_metrics (see validate.h).
 #include "trainer/validate.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "core/common.h"
+#include "trainer/finite.h"
+
+// The policy validation decodes from must be finite: a NaN weight would otherwise surface as the sampler's
+// "logits are not finite" (greedy decoding included), naming neither the step nor the cause.
+static void check_policy(const ppo_trainer *g) {
+    char what[96];
+    snprintf(what, sizeof what, "validation at step %lld: the weights are non-finite", (long long)g->global_step);
+    static const char HINT[] = "the policy cannot be validated (lower the learning rate or check the data)";
+    if (g->params.data) finite_check_params(g->params.data, &g->pl, what, HINT);   // (W > 1: every rank's rollout copy)
+    if (g->use_lora) {
+        snprintf(what, sizeof what, "validation at step %lld: the LoRA adapters are non-finite", (long long)g->global_step);
+        finite_check_params(g->lora_ad.data, &g->ll.pl, what, HINT);
+    }
+}
+
+// Every validation output must be finite, greedy or sampled: the rollout's log-probs of the response tokens, the
+// reward's score and its extra values (an external reward may send 1e999). Non-finite values would otherwise
+// reach the val-core / val-aux metrics as null. One line naming the row, the step and the value.
+static void check_outputs(const ppo_trainer *g, const step_batch *sb) {
+    const long long step = (long long)g->global_step;
+    for (int i = 0; i < sb->B; i++) {
+        const rlc_prompt *pr = &g->val.items[sb->ds_index[i]];
+        const int sample = i % sb->n;
+        for (int64_t k = 0; k < sb->rlen[i]; k++) {
+            const float lp = sb->rollout_lp[(size_t)i * (size_t)sb->Tr + (size_t)k];
+            if (!isfinite(lp))
+                rlc_die("%s:%lld: validation at step %lld, sample %d: the log-prob of response token %lld is %g; the "
+                        "model's logits are non-finite", g->val.path, (long long)pr->line, step, sample, (long long)k, (double)lp);
+        }
+        const rlc_reward_result *r = &sb->res[i];
+        if (!isfinite(r->score))
+            rlc_die("%s:%lld: validation at step %lld, sample %d: the reward's score is %g; validation needs finite rewards",
+                    g->val.path, (long long)pr->line, step, sample, r->score);
+        for (int e = 0; e < r->n_extra; e++)
+            if (!isfinite(r->extra_vals[e]))
+                rlc_die("%s:%lld: validation at step %lld, sample %d: the reward's \"%s\" is %g; validation needs finite "
+                        "reward values", g->val.path, (long long)pr->line, step, sample, r->extra_keys[e], r->extra_vals[e]);
+    }
+}
 
 void validate_run(ppo_trainer *g, rlc_metrics *m) {
     if (!g->have_val) return;
+    check_policy(g);
     rollout_config rc;
     ppo_rollout_config(g, &rc, 1);
     // The training engine, when there is one, validates too, with val_kwargs' n and sampling: its KV pool is
@@ -29,6 +70,7 @@ void validate_run(ppo_trainer *g, rlc_metrics *m) {
         double tg;
         ppo_generate(g, re, rows, (int)cnt, &g->val, 0x56414cull << 40 /* "VAL": not a train stream */, &sb, &tg);
         ppo_score(g, &g->val, &sb);
+        check_outputs(g, &sb);
         memcpy(res + (size_t)start * n, sb.res, sizeof *res * (size_t)sb.B);   // take ownership
         free(sb.res);
         sb.res = NULL;

@@ -5,5 +5,6 @@
 #include "trainer/metrics.h"
 #include "trainer/ppo.h"
 
-// Validation metrics into m (nothing without val_files).
+// Validation metrics into m (nothing without val_files). Non-finite weights before it, and a non-finite output (a
+// response token's log-prob, the reward's score or an extra value) are one error line naming the step (and the row).
 void validate_run(ppo_trainer *g, rlc_metrics *m);
