@@ -159,6 +159,11 @@ static void test_basics(void) {
     TL_CHECK(dapo_accumulator_add(&a, keep, flat, 3, &ng) == 0, "all-equal groups: generate more");
     TL_CHECK(dapo_accumulator_add(&a, keep, mixed, 3, &ng) == 1 && ng == 2 && keep[0] && !keep[1] && keep[2],
              "second batch completes the step (num_gen_batches 2)");
+    TL_CHECK(a.last_evicted == 4 && a.last_surplus == 0, "filter_groups/evicted_samples 4 groups over both batches (%lld), "
+             "no surplus (%lld)", (long long)a.last_evicted, (long long)a.last_surplus);
+    dapo_accumulator_init(&a, 1, "acc", 1, 2, 0);
+    TL_CHECK(dapo_accumulator_add(&a, keep, mixed, 3, &ng) == 1 && keep[0] && !keep[1] && !keep[2] && a.last_evicted == 1 &&
+                 a.last_surplus == 1, "one group needed: the second kept group is discarded surplus, one evicted");
     TL_CHECK(dapo_metric_kind_of("seq_final_reward") == DAPO_METRIC_SEQ_FINAL_REWARD &&
                  dapo_metric_kind_of("seq_reward") == DAPO_METRIC_SEQ_REWARD && dapo_metric_kind_of("acc") == DAPO_METRIC_EXTRA,
              "metric kinds");

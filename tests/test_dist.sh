@@ -168,7 +168,8 @@ Y
 # steps >= FIRST, at 1e-4 relative (+1e-9 absolute). Skipped: wall clock and memory (timing_s/,
 # timing_per_token_ms/, perf/), rank 0's communication (dist/), global_seqlen/ (verl's per-rank partition
 # sums: W-dependent by definition), actor/pg_clipfrac*, actor/ppo_kl (verl's mean over micro-batches, whose
-# composition depends on W) and training/rollout_probs_diff_* (rollout vs actor kernel rounding, ~1e-6 noise).
+# composition depends on W), training/rollout_probs_diff_* and rollout_corr/* (rollout vs actor kernel rounding,
+# ~1e-6 noise).
 grpo_cmp='
 import json, struct, sys, math, re
 def load(p):
@@ -185,7 +186,7 @@ assert wa.keys() == wb.keys()
 den = max(max(abs(y) for y in wb[k]) for k in wb)
 werr = max(max(abs(x - y) for x, y in zip(wa[k], wb[k])) for k in wa) / den
 moved = max(max(abs(x - y) for x, y in zip(wi[k], wb[k])) for k in wb) / den
-skip = re.compile(r"^(timing_s/|timing_per_token_ms/|perf/|actor/perf/|dist/|global_seqlen/|actor/pg_clipfrac|actor/ppo_kl|training/rollout_probs_diff_)")
+skip = re.compile(r"^(timing_s/|timing_per_token_ms/|perf/|actor/perf/|dist/|global_seqlen/|actor/pg_clipfrac|actor/ppo_kl|training/rollout_probs_diff_|rollout_corr/)")
 def rows(d):
     return {int(o["training/global_step"]): o for o in map(json.loads, open(d + "/metrics.jsonl")) if o["training/global_step"] >= first}
 ma, mb = rows(a_dir), rows(b_dir)

@@ -75,7 +75,7 @@ static void run_manifest(void) {
         cfg.tau_pos = v[3]; cfg.tau_neg = v[4];
         cfg.clip_cov_ratio = v[5]; cfg.clip_cov_lb = v[6]; cfg.clip_cov_ub = v[7];
         cfg.kl_cov_ratio = v[8]; cfg.ppo_kl_coef = v[9]; cfg.dro_beta = v[10];
-        cfg.rc_is = (rl_rc_is)(int)v[11]; cfg.rc_is_threshold = v[12]; cfg.rc_loss_type = (rl_rc_loss)(int)v[13];
+        cfg.rc.is = (rl_rc_is)(int)v[11]; cfg.rc.is_upper = v[12]; cfg.rc_loss_type = (rl_rc_loss)(int)v[13];
         cfg.seed = (uint64_t)lines;
         int k = 0;
         while (strcmp(kinds[k], kind)) k++;
@@ -234,7 +234,7 @@ static void test_microbatch_invariance(void) {
             cfg.agg = (rl_agg_mode)ag;
             cfg.dro_beta = 0.1;
             cfg.rc_loss_type = RL_RC_REINFORCE;
-            cfg.rc_is = RL_RC_IS_SEQUENCE;
+            cfg.rc.is = RL_RC_IS_SEQUENCE;
             rl_batch_info gbi = {1, msum, (double)B, 64.0};
             float g1[N] = {0}, g4[N] = {0};
             rl_pg_in in = {lp, old, adv, mask, NULL, B, T, NULL};

@@ -9,6 +9,8 @@
 //     checkpoint read on the torch side with token-classification names;
 //   - micro-batch invariance of the critic update; 4 steps = 2 steps + resume + 2 steps with a critic, bitwise;
 //   - trainer.critic_warmup with verl's 1-based step count;
+//   - a critic from a checkpoint with an untied lm_head is built without it (size line, saved checkpoint, resume);
+//   - rollout correction in the trainer (decoupled IS + rejection metrics, bypass_mode, one-line errors);
 //   - gae with critic.enable=false is a one-line error.
 #include <math.h>
 #include <stdio.h>
@@ -467,6 +469,129 @@ static void test_critic_warmup(void) {
     cJSON_Delete(b);
 }
 
+// A critic from a checkpoint with an untied lm_head (critic.model.path): the value model is built without it, so
+// its parameter count (the size line) is the checkpoint's minus V x H, the saved critic has no lm_head.weight and
+// keeps the checkpoint's config, and a resumed run repeats a straight one bitwise.
+static void test_critic_untied(void) {
+    char *cj = rlc_path_join(F, "config_untied.json");
+    char *src = rlc_path_join(F, "config.json");
+    char *t = rlc_read_file(src, NULL);
+    char *p = strstr(t, "\"tie_word_embeddings\": true");
+    TL_CHECK(p != NULL, "fixture config is tied");
+    if (!p) { free(t); free(src); free(cj); return; }
+    char *u = rlc_malloc(strlen(t) + 8);
+    snprintf(u, strlen(t) + 8, "%.*s\"tie_word_embeddings\": false%s", (int)(p - t), t, p + strlen("\"tie_word_embeddings\": true"));
+    CHECK(rlc_write_file_atomic(cj, u, strlen(u)) == 0, "write %s", cj);
+    int rc = tl_system("%s init --config %s --out %s/mu --seed 4 --dtype f32 --tokenizer %s/tok >/dev/null", RLC, cj, F, F);
+    TL_CHECK(rc == 0, "init an untied model (rc %d)", rc);
+    free(t); free(u); free(src); free(cj);
+    if (rc != 0) return;
+    // the checkpoint's parameters without its lm_head
+    char *mp = rlc_path_join(F, "mu/model.safetensors");
+    st_file f;
+    st_file_open(&f, mp);
+    int64_t backbone = 0, head = 0;
+    for (int i = 0; i < f.n_tensors; i++) {
+        if (!strcmp(f.tensors[i].name, "lm_head.weight")) head = f.tensors[i].numel;
+        else backbone += f.tensors[i].numel;
+    }
+    st_file_close(&f);
+    free(mp);
+    TL_CHECK(head == 320 * 32, "the untied checkpoint has lm_head.weight [V, H] (%lld)", (long long)head);
+    char ov[1024];
+    snprintf(ov, sizeof ov, "critic.model.path=%s/mu trainer.total_training_steps=2 trainer.save_freq=1", F);
+    rc = train(NULL, "untied", ov);
+    TL_CHECK(rc == 0, "PPO with a critic from an untied checkpoint (rc %d)", rc);
+    char *log = rlc_path_join(F, "untied.log");
+    t = rlc_file_exists(log) ? rlc_read_file(log, NULL) : NULL;
+    char want[160];
+    snprintf(want, sizeof want, "rlc: critic: %lld backbone parameters + value head 33 (fresh); no lm_head (the checkpoint's "
+             "untied one is not loaded); params+grads+AdamW m,v %.3f MiB", (long long)backbone,
+             (double)(backbone + 33) * 16.0 / (1024.0 * 1024.0));
+    TL_CHECK(t && strstr(t, want), "the critic's size line counts no lm_head: want '%s'", want);
+    free(t);
+    free(log);
+    char *cp = rlc_path_join(F, "untied/global_step_2/critic/model.safetensors");
+    int has_lm = -1, has_score = 0;
+    if (rlc_file_exists(cp)) {
+        st_file_open(&f, cp);
+        has_lm = 0;
+        for (int i = 0; i < f.n_tensors; i++) {
+            has_lm |= !strcmp(f.tensors[i].name, "lm_head.weight");
+            has_score += !strcmp(f.tensors[i].name, "score.weight") || !strcmp(f.tensors[i].name, "score.bias");
+        }
+        st_file_close(&f);
+    }
+    TL_CHECK(has_lm == 0 && has_score == 2, "the saved critic has score.weight/bias and no lm_head.weight (%d, %d)", has_lm, has_score);
+    free(cp);
+    char *cc = rlc_path_join(F, "untied/global_step_2/critic/config.json");
+    t = rlc_file_exists(cc) ? rlc_read_file(cc, NULL) : NULL;
+    cJSON *o = t ? cJSON_Parse(t) : NULL;
+    TL_CHECK(o && cJSON_IsFalse(cJSON_GetObjectItem(o, "tie_word_embeddings")), "the critic's config.json keeps tie_word_embeddings false");
+    cJSON_Delete(o);
+    free(t);
+    free(cc);
+    // resume: 1 step, then to 2, equals the straight run bitwise
+    snprintf(ov, sizeof ov, "critic.model.path=%s/mu trainer.total_training_steps=1 trainer.save_freq=1", F);
+    rc = train(NULL, "untied_r", ov);
+    snprintf(ov, sizeof ov, "critic.model.path=%s/mu trainer.total_training_steps=2 trainer.save_freq=1", F);
+    rc |= train(NULL, "untied_r", ov);
+    TL_CHECK(rc == 0, "untied critic: 1 step, then resumed to 2 (rc %d)", rc);
+    static const char *files[] = {"critic/model.safetensors", "critic/optimizer.bin", "critic/value_head_optimizer.bin",
+                                  "actor/model.safetensors"};
+    for (size_t k = 0; k < sizeof files / sizeof files[0]; k++) {
+        char a[256], b[256];
+        snprintf(a, sizeof a, "untied/global_step_2/%s", files[k]);
+        snprintf(b, sizeof b, "untied_r/global_step_2/%s", files[k]);
+        char *pa = rlc_path_join(F, a), *pb = rlc_path_join(F, b);
+        size_t la = 0, lb = 0;
+        char *x = rlc_file_exists(pa) ? rlc_read_file(pa, &la) : NULL, *y = rlc_file_exists(pb) ? rlc_read_file(pb, &lb) : NULL;
+        TL_CHECK(x && y && la == lb && !memcmp(x, y, la), "untied critic: resume is bit-identical: %s", files[k]);
+        free(x); free(y); free(pa); free(pb);
+    }
+}
+
+// Rollout correction in the trainer: decoupled IS weights + rejection (the rollout_corr/* metrics; rlc's sampler and
+// trainer agree, so the weights are 1 up to rounding and nothing is rejected), bypass_mode (no old_log_prob pass),
+// and one-line errors for bad values.
+static void test_rollout_correction(void) {
+    int rc = train(NULL, "rcorr", "trainer.total_training_steps=1 trainer.save_freq=-1 algorithm.rollout_correction.rollout_is=token "
+                   "algorithm.rollout_correction.rollout_rs=token_k1,seq_mean_k3 algorithm.rollout_correction.rollout_rs_threshold=2,0.01");
+    TL_CHECK(rc == 0, "PPO with decoupled rollout correction (rc %d)", rc);
+    cJSON *a = metrics("rcorr");
+    double ism = a ? mval(a, 0, "rollout_corr/rollout_is_mean") : NAN, rsf = a ? mval(a, 0, "rollout_corr/rollout_rs_masked_fraction") : NAN;
+    double kl = a ? mval(a, 0, "rollout_corr/kl") : NAN, k1 = a ? mval(a, 0, "rollout_corr/rollout_rs_token_k1_mean") : NAN;
+    TL_CHECK(fabs(ism - 1.0) < 1e-4 && rsf == 0.0 && fabs(kl) < 1e-4 && fabs(k1) < 1e-4,
+             "rollout_corr/*: IS mean %.9g ~ 1, rejected %.3g = 0, kl %.3g ~ 0, token_k1 mean %.3g ~ 0", ism, rsf, kl, k1);
+    cJSON_Delete(a);
+    rc = train(NULL, "bypass", "trainer.total_training_steps=1 trainer.save_freq=-1 algorithm.rollout_correction.bypass_mode=true "
+               "algorithm.rollout_correction.loss_type=reinforce algorithm.rollout_correction.rollout_is=sequence");
+    TL_CHECK(rc == 0, "PPO with bypass_mode (rc %d)", rc);
+    a = metrics("bypass");
+    TL_CHECK(a && isnan(mval(a, 0, "timing_s/old_log_prob")) && isfinite(mval(a, 0, "actor/pg_loss")) &&
+             mval(a, 0, "rollout_corr/kl") == 0.0, "bypass_mode: no old_log_prob pass, a finite actor loss, old == rollout");
+    cJSON_Delete(a);
+    static const char *bad[][2] = {
+        {"algorithm.rollout_correction.rollout_rs=token_k4 algorithm.rollout_correction.rollout_rs_threshold=2", "unknown option 'token_k4'"},
+        {"algorithm.rollout_correction.rollout_rs=token_k2 algorithm.rollout_correction.rollout_rs_threshold=0.5_2", "takes one upper bound"},
+        {"algorithm.rollout_correction.rollout_rs=token_k2", "rollout_rs_threshold"},
+        {"algorithm.rollout_correction.rollout_is=token algorithm.rollout_correction.rollout_is_threshold=3_2", "lower bound 3 > upper bound 2"},
+        {"algorithm.rollout_correction.rollout_rs=token_k1,token_k2,token_k3 algorithm.rollout_correction.rollout_rs_threshold=2,0.1", "2 entries for 3"},
+        {"algorithm.rollout_correction.bypass_mode=true actor_rollout_ref.rollout.calculate_log_probs=false", "calculate_log_probs=true"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        rc = train(NULL, "err_rc", bad[k][0]);
+        char *log = rlc_path_join(F, "err_rc.log");
+        char *t = rlc_file_exists(log) ? rlc_read_file(log, NULL) : NULL;
+        int lines = 0;   // the lines other than warnings (the fixture config warns that both KL terms are on)
+        for (char *q = t; q && *q; q = strchr(q, '\n') ? strchr(q, '\n') + 1 : q + strlen(q))
+            lines += strncmp(q, "rlc: warning:", 13) != 0;
+        TL_CHECK(rc != 0 && t && strstr(t, bad[k][1]) && lines == 1, "%s: one error line (rc %d): %s", bad[k][0], rc, t ? t : "");
+        free(t);
+        free(log);
+    }
+}
+
 static void test_errors(void) {
     int rc = train(NULL, "err_gae", "critic.enable=false");
     char *log = rlc_path_join(F, "err_gae.log");
@@ -516,6 +641,8 @@ int main(void) {
             test_ppo_oracle();
             test_critic_microbatch_invariance();
             test_resume();
+            test_critic_untied();
+            test_rollout_correction();
         }
     }
     return tl_summary();

@@ -68,7 +68,8 @@ trainer:
 Y
 # weights of global_step_STEP/{actor,critic} (max abs diff / max abs) and the metrics of steps >= FIRST at 1e-4
 # relative (+1e-9). Skipped as in tests/test_dist.sh: timings, memory, communication, per-rank partition sums, and
-# the micro-batch means whose composition depends on W (clip fractions, ppo_kl, vf_clipfrac, vpred_mean).
+# the micro-batch means whose composition depends on W (clip fractions, ppo_kl, vf_clipfrac, vpred_mean), and the
+# rollout vs actor rounding noise (training/rollout_probs_diff_*, rollout_corr/*).
 cmp_py='
 import json, struct, sys, math, re
 def load(p):
@@ -85,7 +86,7 @@ for role in ("actor", "critic"):
     assert wa.keys() == wb.keys(), role
     den = max(max(abs(y) for y in wb[k]) for k in wb)
     errs.append(max(max(abs(x - y) for x, y in zip(wa[k], wb[k])) for k in wa) / den)
-skip = re.compile(r"^(timing_s/|timing_per_token_ms/|perf/|actor/perf/|dist/|global_seqlen/|actor/pg_clipfrac|actor/ppo_kl|critic/vf_clipfrac|critic/vpred_mean|training/rollout_probs_diff_)")
+skip = re.compile(r"^(timing_s/|timing_per_token_ms/|perf/|actor/perf/|dist/|global_seqlen/|actor/pg_clipfrac|actor/ppo_kl|critic/vf_clipfrac|critic/vpred_mean|training/rollout_probs_diff_|rollout_corr/)")
 def rows(d):
     return {int(o["training/global_step"]): o for o in map(json.loads, open(d + "/metrics.jsonl")) if o["training/global_step"] >= first}
 ma, mb = rows(a_dir), rows(b_dir)

@@ -91,12 +91,14 @@ int dapo_accumulator_add(dapo_accumulator *a, uint8_t *keep, const double *metri
                 (long long)a->num_gen_batches, (long long)a->max_num_gen_batches);
     }
     // batch[: train_batch_size * n]: the first train_batch_size groups of everything kept
-    int64_t room = a->train_batch_size - a->kept;
+    int64_t room = a->train_batch_size - a->kept, surplus = 0;
     for (int64_t g = 0; g < n_groups; g++)
         if (keep[g]) {
             if (room > 0) room--;
-            else keep[g] = 0;
+            else { keep[g] = 0; surplus++; }
         }
+    a->last_evicted = a->dropped;
+    a->last_surplus = surplus;
     if (num_gen_batches_out) *num_gen_batches_out = a->num_gen_batches;
     a->num_gen_batches = a->kept = a->dropped = 0;
     return 1;

@@ -36,6 +36,8 @@ typedef struct {
     int64_t num_gen_batches;      // batches generated for the step being collected
     int64_t kept;                 // groups collected for it
     int64_t dropped;              // groups filtered out for it
+    int64_t last_evicted;         // the completed step's filtered groups (training/filter_groups/evicted_samples)
+    int64_t last_surplus;         // its kept groups cut by the truncation (training/filter_groups/discarded_surplus_samples)
 } dapo_accumulator;
 
 void dapo_accumulator_init(dapo_accumulator *a, int enable, const char *metric, int64_t train_batch_size, int64_t n,

@@ -435,38 +435,41 @@ double rl_pg_dppo_kl(float *dlp, rl_pg_metrics *met, const rl_pg_in *in, const r
     return dppo(dlp, met, in, cfg, mode, gbi, 1);
 }
 
-// bypass_mode: old holds the rollout's log-probs. ppo_clip: vanilla without IS weights (the ratio already is
-// one); reinforce: -A * lp * w with the detached IS weights w = min(exp(clamp(delta, +-20)), threshold), delta
-// per token or summed over the sequence (rollout_is null: w = 1).
+// bypass_mode: old holds the rollout's log-probs. The rollout correction (rl/rollout_corr.h) between the current
+// log-probs and the rollout's (detached) gives the IS weights w and the rejection mask; rejected tokens leave the
+// loss. ppo_clip: vanilla on that mask without IS weights (the ratio already is one); reinforce: -A * lp * w
+// (rollout_is null: w = 1).
 double rl_pg_bypass_mode(float *dlp, rl_pg_metrics *met, const rl_pg_in *in, const rl_loss_cfg *cfg,
                          rl_agg_mode mode, const rl_batch_info *gbi) {
     rl_pg_in v = *in;
     v.is_w = NULL;
-    if (cfg->rc_loss_type == RL_RC_PPO_CLIP) return rl_pg_vanilla(dlp, met, &v, cfg, mode, gbi);
-    const float thr = (float)cfg->rc_is_threshold;
-    tok k;
-    tok_init(&k, dlp, &v, mode, gbi, 0);
-    for (int64_t b = 0; b < in->B; b++) {
-        const int64_t o = b * in->T;
-        float wseq = 1.0f;
-        if (cfg->rc_is == RL_RC_IS_SEQUENCE) {
-            double s = 0;
-            for (int64_t i = o; i < o + in->T; i++)
-                if (in->mask[i] != 0) s += (double)(in->lp[i] - in->old[i]) * in->mask[i];
-            float e = expf(clampf((float)s, -20.0f, 20.0f));
-            wseq = e < thr ? e : thr;
-        }
-        for (int64_t i = o; i < o + in->T; i++) {
-            float m = in->mask[i];
-            if (m == 0) continue;
-            float w = wseq;
-            if (cfg->rc_is == RL_RC_IS_TOKEN) {
-                float e = expf(clampf(in->lp[i] - in->old[i], -20.0f, 20.0f));
-                w = e < thr ? e : thr;
-            }
-            tok_put(&k, b, i, -in->adv[i] * in->lp[i] * w, -in->adv[i] * w);
-            tok_metrics(&k, m, 0, 0, (double)(in->old[i] - in->lp[i]));
-        }
+    const size_t n = (size_t)(in->B * in->T);
+    float *w = NULL, *m2 = NULL;
+    double msum = 0;
+    for (size_t i = 0; i < n; i++) msum += in->mask[i] != 0;
+    if (rl_rollout_corr_active(&cfg->rc) && msum > 0) {
+        m2 = rlc_malloc(sizeof(float) * n);
+        if (cfg->rc.is != RL_RC_IS_NONE && cfg->rc_loss_type == RL_RC_REINFORCE) w = rlc_malloc(sizeof(float) * n);
+        rl_rollout_corr(w, m2, NULL, in->lp, in->old, in->mask, in->B, in->T, &cfg->rc);
+        v.mask = m2;
     }
-    return tok_finish(&k, met, RL_PGM_PPO_KL);
+    double loss;
+    if (cfg->rc_loss_type == RL_RC_PPO_CLIP) {
+        loss = rl_pg_vanilla(dlp, met, &v, cfg, mode, gbi);
+    } else {
+        tok k;
+        tok_init(&k, dlp, &v, mode, gbi, 0);
+        for (int64_t b = 0; b < in->B; b++)
+            for (int64_t i = b * in->T; i < (b + 1) * in->T; i++) {
+                const float m = v.mask[i];
+                if (m == 0) continue;
+                const float wi = w ? w[i] : 1.0f;
+                tok_put(&k, b, i, -in->adv[i] * in->lp[i] * wi, -in->adv[i] * wi);
+                tok_metrics(&k, m, 0, 0, (double)(in->old[i] - in->lp[i]));
+            }
+        loss = tok_finish(&k, met, RL_PGM_PPO_KL);
+    }
+    free(w);
+    free(m2);
+    return loss;
 }

@@ -64,8 +64,8 @@ void rl_loss_cfg_defaults(rl_loss_cfg *c) {
     c->ppo_kl_coef = 0.1;
     c->dro_beta = NAN;
     c->seed = 0;
-    c->rc_is = RL_RC_IS_NONE;
-    c->rc_is_threshold = 2.0;
+    memset(&c->rc, 0, sizeof c->rc);
+    c->rc.is_upper = 2.0;
     c->rc_loss_type = RL_RC_PPO_CLIP;
 }
 
@@ -110,9 +110,8 @@ void rl_loss_cfg_check(const rl_loss_cfg *c) {
         break;
     case RL_PG_BYPASS_MODE:
         if (c->rc_loss_type == RL_RC_PPO_CLIP) check_clip(&c->clip);
-        if (c->rc_is != RL_RC_IS_NONE && !(c->rc_is_threshold > 0))
-            rlc_die("config: algorithm.rollout_correction.rollout_is_threshold: must be > 0, got %g",
-                    c->rc_is_threshold);
+        if (c->rc.is != RL_RC_IS_NONE && !(c->rc.is_upper > 0))
+            rlc_die("config: algorithm.rollout_correction.rollout_is_threshold: must be > 0, got %g", c->rc.is_upper);
         break;
     default: break;
     }

@@ -12,6 +12,7 @@
 
 #include "rl/agg.h"
 #include "rl/kl.h"
+#include "rl/rollout_corr.h"
 
 typedef struct {
     double clip_ratio_low;    // eps_lo (actor.clip_ratio_low, defaults to clip_ratio)
@@ -46,8 +47,8 @@ typedef enum {
 } rl_pg_mode;
 
 // bypass_mode's rollout correction (algorithm.rollout_correction, verl's RolloutCorrectionConfig): old log-probs
-// are the rollout's; IS weights w = min(exp(clamp(lp - old, +-20)), threshold) (detached), per token or per sequence.
-typedef enum { RL_RC_IS_NONE = 0, RL_RC_IS_TOKEN, RL_RC_IS_SEQUENCE } rl_rc_is;
+// are the rollout's; the IS weights and the rejection mask of rl/rollout_corr.h are taken between the current
+// log-probs and the rollout's (detached).
 typedef enum { RL_RC_PPO_CLIP = 0, RL_RC_REINFORCE } rl_rc_loss;
 
 // The actor loss settings (from the actor config). The first six fields are the vanilla loss's; the rest default
@@ -65,8 +66,7 @@ typedef struct {
     double kl_cov_ratio, ppo_kl_coef;                  // kl_cov: actor.policy_loss.* (2e-4 / 0.1)
     double dro_beta;          // dro: actor.policy_loss.dro_beta (> 0; NaN = null)
     uint64_t seed;            // clip_cov's random subset: hashed with the micro-batch's values (deterministic)
-    rl_rc_is rc_is;           // bypass_mode: algorithm.rollout_correction.rollout_is
-    double rc_is_threshold;   // bypass_mode: algorithm.rollout_correction.rollout_is_threshold (2.0)
+    rl_rollout_corr_cfg rc;   // bypass_mode: algorithm.rollout_correction's IS weights (reinforce) and rejection
     rl_rc_loss rc_loss_type;  // bypass_mode: algorithm.rollout_correction.loss_type
 } rl_loss_cfg;
 

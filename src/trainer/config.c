@@ -159,8 +159,12 @@ static const cfg_entry k_schema[] = {
     {"algorithm.filter_groups.enable", CT_BOOL, O(algorithm.filter_groups.enable), "false", 1, 0, 0, NULL, "DAPO dynamic sampling: drop groups whose metric is equal across the group"},
     {"algorithm.filter_groups.metric", CT_STR, O(algorithm.filter_groups.metric), "null", 1, 0, 1, NULL, "filter metric: acc | score | seq_reward | seq_final_reward | a reward key"},
     {"algorithm.filter_groups.max_num_gen_batches", CT_INT, O(algorithm.filter_groups.max_num_gen_batches), "0", 0, 1e12, 0, NULL, "generated batches per step before giving up (0: unlimited)"},
-    {"algorithm.rollout_correction.rollout_is", CT_STR, O(algorithm.rollout_correction.rollout_is), "null", 1, 0, 1, "token|sequence", "bypass_mode: IS weights per token or sequence (null: none)"},
-    {"algorithm.rollout_correction.rollout_is_threshold", CT_FLOAT, O(algorithm.rollout_correction.rollout_is_threshold), "2.0", 1e-30, 1e30, 0, NULL, "bypass_mode: IS weight cap"},
+    {"algorithm.rollout_correction.rollout_is", CT_STR, O(algorithm.rollout_correction.rollout_is), "null", 1, 0, 1, "token|sequence", "rollout IS weights per token or sequence (null: none)"},
+    {"algorithm.rollout_correction.rollout_is_threshold", CT_STR, O(algorithm.rollout_correction.rollout_is_threshold), "2.0", 1, 0, 0, NULL, "IS weight cap (TIS), or 'lower_upper': weights outside are 0 (IcePop)"},
+    {"algorithm.rollout_correction.rollout_is_batch_normalize", CT_BOOL, O(algorithm.rollout_correction.rollout_is_batch_normalize), "false", 1, 0, 0, NULL, "divide the IS weights by their mean"},
+    {"algorithm.rollout_correction.rollout_rs", CT_STR, O(algorithm.rollout_correction.rollout_rs), "null", 1, 0, 1, NULL, "rejection: comma-separated token_k1|k2|k3, seq_sum_k*, seq_mean_k*, seq_max_k2|k3 (null: none)"},
+    {"algorithm.rollout_correction.rollout_rs_threshold", CT_STR, O(algorithm.rollout_correction.rollout_rs_threshold), "null", 1, 0, 1, NULL, "rejection thresholds: one shared or one per option; k1: 'lower_upper' ratio band"},
+    {"algorithm.rollout_correction.bypass_mode", CT_BOOL, O(algorithm.rollout_correction.bypass_mode), "false", 1, 0, 0, NULL, "old log-probs := the rollout's (no old_log_prob pass); the actor loss becomes bypass_mode"},
     {"algorithm.rollout_correction.loss_type", CT_STR, O(algorithm.rollout_correction.loss_type), "ppo_clip", 1, 0, 0, "ppo_clip|reinforce", "bypass_mode: the loss on rollout log-probs"},
 
     {"trainer.total_epochs", CT_INT, O(trainer.total_epochs), "30", 1, 1e9, 0, NULL, "epochs over the training data"},
@@ -802,6 +806,11 @@ void rlc_config_finalize(rlc_train_config *c) {
     rl_loss_cfg loss;
     rlc_config_loss_cfg(c, &loss);
     rl_loss_cfg_check(&loss);
+    if ((c->algorithm.rollout_correction.bypass_mode || rl_rollout_corr_active(&loss.rc)) &&
+        !c->actor_rollout_ref.rollout.calculate_log_probs)
+        rlc_die("config: algorithm.rollout_correction (%s) needs the rollout's log-probs: set "
+                "actor_rollout_ref.rollout.calculate_log_probs=true",
+                c->algorithm.rollout_correction.bypass_mode ? "bypass_mode" : "rollout_is / rollout_rs");
     if (c->algorithm.filter_groups.enable && !c->algorithm.filter_groups.metric)
         rlc_die("config: algorithm.filter_groups.metric must be set when algorithm.filter_groups.enable=true "
                 "(acc, score, seq_reward, seq_final_reward or a reward key)");
@@ -967,9 +976,10 @@ void rlc_config_loss_cfg(const rlc_train_config *c, rl_loss_cfg *out) {
     out->ppo_kl_coef = a->policy_loss.ppo_kl_coef;
     out->dro_beta = a->policy_loss.dro_beta;
     out->seed = (uint64_t)a->data_loader_seed;
-    const char *ris = c->algorithm.rollout_correction.rollout_is;
-    out->rc_is = !ris ? RL_RC_IS_NONE : (!strcmp(ris, "token") ? RL_RC_IS_TOKEN : RL_RC_IS_SEQUENCE);
-    out->rc_is_threshold = c->algorithm.rollout_correction.rollout_is_threshold;
+    const __typeof__(c->algorithm.rollout_correction) *rc = &c->algorithm.rollout_correction;
+    rl_rollout_corr_parse(&out->rc, rc->rollout_is, rc->rollout_is_threshold, rc->rollout_rs, rc->rollout_rs_threshold,
+                          rc->rollout_is_batch_normalize);
+    if (rc->bypass_mode) out->mode = RL_PG_BYPASS_MODE;   // apply_bypass_mode: the loss on the rollout's log-probs
     out->rc_loss_type = !strcmp(c->algorithm.rollout_correction.loss_type, "reinforce") ? RL_RC_REINFORCE : RL_RC_PPO_CLIP;
 }
 

@@ -147,8 +147,12 @@ typedef struct {
             int64_t max_num_gen_batches;       // <= 0: unlimited
         } filter_groups;
         struct {
-            char *rollout_is;                  // nullable: token | sequence (bypass_mode's IS weights)
-            double rollout_is_threshold;
+            char *rollout_is;                  // nullable: token | sequence (rollout IS weights)
+            char *rollout_is_threshold;        // "2.0" (TIS cap) or "lo_hi" (IcePop band)
+            int rollout_is_batch_normalize;
+            char *rollout_rs;                  // nullable: comma-separated rejection options
+            char *rollout_rs_threshold;        // nullable: one shared or one per option
+            int bypass_mode;                   // old log-probs := rollout log-probs, loss_mode := bypass_mode
             char *loss_type;                   // ppo_clip | reinforce (bypass_mode)
         } rollout_correction;
     } algorithm;

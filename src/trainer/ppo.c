@@ -128,6 +128,7 @@ typedef struct {
     const ppo_trainer *g;
     const step_batch *sb;
     rlc_actor_metrics *am;
+    const float *is_w;            // (B, Tr) rollout IS weights (decoupled rollout correction) or NULL
 } actor_ctx;
 
 static double actor_loss(void *user, const int *rows, double G, const engine_micro *mb) {
@@ -146,6 +147,7 @@ static double actor_loss(void *user, const int *rows, double G, const engine_mic
     float *ref = sb->ref_lp ? rlc_calloc(n, sizeof(float)) : NULL;
     float *ent = mb->entropy ? rlc_calloc(n, sizeof(float)) : NULL;
     float *dent = mb->entropy ? rlc_calloc(n, sizeof(float)) : NULL;
+    float *isw = lc->is_w ? rlc_calloc(n, sizeof(float)) : NULL;
     for (int s = 0; s < nb; s++) {
         int i = rows[s];
         int64_t base = mb->cu_seqlens[s] + sb->plen[i] - 1;   // local to the micro-batch
@@ -157,12 +159,13 @@ static double actor_loss(void *user, const int *rows, double G, const engine_mic
             mask[o] = sb->mask[go];
             if (ref) ref[o] = sb->ref_lp[go];
             if (ent) ent[o] = mb->entropy[base + k];
+            if (isw) isw[o] = lc->is_w[go];
         }
     }
     rl_batch_info gbi = {1, mb->global_tokens, G, g->cfg->actor_rollout_ref.actor.loss_scale_factor};
     if (!isfinite(gbi.loss_scale_factor)) gbi.loss_scale_factor = 0;   // null: the micro-batch width
     rl_loss_out out;
-    rl_ppo_loss(&out, dlp, dent, lp, old, g->loss_cfg.use_kl_loss ? ref : NULL, adv, ent, mask, NULL, nb, Tm, &g->loss_cfg,
+    rl_ppo_loss(&out, dlp, dent, lp, old, g->loss_cfg.use_kl_loss ? ref : NULL, adv, ent, mask, isw, nb, Tm, &g->loss_cfg,
                 &gbi);
     for (int s = 0; s < nb; s++) {
         int i = rows[s];
@@ -175,7 +178,7 @@ static double actor_loss(void *user, const int *rows, double G, const engine_mic
     rlc_actor_metrics_micro(lc->am, out.pg_loss, out.entropy_loss, out.kl_loss, out.loss, out.pg.pg_clipfrac, out.pg.ppo_kl,
                             out.pg.pg_clipfrac_lower);
     lc->am->present |= out.pg.present;
-    free(lp); free(old); free(adv); free(mask); free(dlp); free(ref); free(ent); free(dent);
+    free(lp); free(old); free(adv); free(mask); free(dlp); free(ref); free(ent); free(dent); free(isw);
     return out.loss;
 }
 
@@ -430,6 +433,7 @@ typedef struct {
     step_batch sb;
     rlc_partition part;           // W > 1: balance_batch over the whole step batch (the log-prob passes' parts)
     int *my_rows, n_my;           // W > 1: this rank's part; NULL / 0: all rows
+    float *is_w;                  // (B, Tr) rollout IS weights of the decoupled rollout correction, or NULL
     double tm[T_N];
     int have[T_N];
 } step_state;
@@ -551,7 +555,12 @@ static int phase_gen_reward(ppo_trainer *g, step_state *s, rlc_metrics *m) {
     for (int k = 0; k < nb; k++) free(keeps[k]);
     free(bs);
     free(keeps);
-    if (acc.enable) rlc_metrics_set(m, "train/num_gen_batches", (double)num_gen);
+    if (acc.enable) {
+        rlc_metrics_set(m, "train/num_gen_batches", (double)num_gen);
+        // v1's names for the same events (spec verl-ppo.md §3.2): groups filtered out, kept groups past train_batch_size
+        rlc_metrics_set(m, "training/filter_groups/evicted_samples", (double)acc.last_evicted);
+        rlc_metrics_set(m, "training/filter_groups/discarded_surplus_samples", (double)acc.last_surplus);
+    }
     return 1;
 }
 
@@ -577,6 +586,11 @@ static void phase_old_log_prob(ppo_trainer *g, step_state *s, rlc_metrics *m) {
     const __typeof__(g->cfg->actor_rollout_ref) *ar = &g->cfg->actor_rollout_ref;
     step_batch *sb = &s->sb;
     const size_t BT = (size_t)sb->B * (size_t)sb->Tr;
+    if (g->cfg->algorithm.rollout_correction.bypass_mode) {   // old log-probs := the rollout's: no pass (2 policies)
+        sb->old_lp = rlc_malloc(sizeof(float) * BT);
+        memcpy(sb->old_lp, sb->rollout_lp, sizeof(float) * BT);
+        return;
+    }
     double t = rlc_now();
     progress_phase(&g->prog, g->global_step + 1, "old_log_prob");
     sb->old_lp = rlc_calloc(BT, sizeof(float));
@@ -625,6 +639,36 @@ static void phase_values(ppo_trainer *g, step_state *s) {
     if (g->W > 1) step_batch_share_rows(g->d, &s->part, sb, sb->values);
     s->tm[T_VALUES] = rlc_now() - t;
     s->have[T_VALUES] = 1;
+}
+
+// Rollout correction (spec verl-ppo.md §5), in the advantage stage: the off-policy diagnostics rollout_corr/* between
+// the old and the rollout log-probs whenever the rollout returned them; in decoupled mode (not bypass_mode) the IS
+// weights the policy loss multiplies by, and the rejection mask, which rewrites the response mask (and the packed
+// loss mask, so the global token counts follow) before the advantages.
+static void phase_rollout_corr(ppo_trainer *g, step_state *s, rlc_metrics *m) {
+    const rlc_train_config *c = g->cfg;
+    step_batch *sb = &s->sb;
+    if (!c->actor_rollout_ref.rollout.calculate_log_probs) return;
+    const int B = sb->B;
+    const int64_t Tr = sb->Tr;
+    const size_t BT = (size_t)B * (size_t)Tr;
+    rlc_rollout_corr_metrics(m, sb->old_lp, sb->rollout_lp, sb->mask, B, Tr);
+    const rl_rollout_corr_cfg *rc = &g->loss_cfg.rc;
+    if (c->algorithm.rollout_correction.bypass_mode || !rl_rollout_corr_active(rc)) return;
+    float *m2 = rlc_malloc(sizeof(float) * BT);
+    rl_rc_metrics *met = rlc_calloc(1, sizeof *met);
+    if (rc->is != RL_RC_IS_NONE) s->is_w = rlc_malloc(sizeof(float) * BT);
+    rl_rollout_corr(s->is_w, m2, met, sb->old_lp, sb->rollout_lp, sb->mask, B, Tr, rc);
+    for (int k = 0; k < met->n; k++) {
+        char key[128];
+        snprintf(key, sizeof key, "rollout_corr/%s", met->key[k]);
+        rlc_metrics_set(m, key, met->val[k]);
+    }
+    for (int i = 0; i < B; i++)
+        if (memcmp(m2 + (size_t)i * Tr, sb->mask + (size_t)i * Tr, sizeof(float) * (size_t)sb->rlen[i]) != 0)
+            step_batch_mask_response(sb, i, m2 + (size_t)i * Tr);
+    free(met);
+    free(m2);
 }
 
 // adv: token-level scores, in-reward KL (optional), then the advantage estimator over groups of n, or GAE over
@@ -702,7 +746,7 @@ static void phase_update_actor(ppo_trainer *g, step_state *s, rlc_metrics *m) {
     double t = rlc_now();
     rlc_actor_metrics am;
     rlc_actor_metrics_init(&am);
-    actor_ctx ctx = {g, &s->sb, &am};
+    actor_ctx ctx = {g, &s->sb, &am, s->is_w};
     worker_loss L = {actor_loss, actor_minibatch_end, &ctx};
     worker_update_cfg uc = {
         .mini_seqs = ac->ppo_mini_batch_size * s->sb.n,   // verl: ppo_mini_batch_size * rollout.n sequences
@@ -783,6 +827,7 @@ int ppo_train_step(ppo_trainer *g, rlc_metrics *m) {
     phase_old_log_prob(g, &s, m);
     phase_ref(g, &s);
     phase_values(g, &s);
+    phase_rollout_corr(g, &s, m);
     phase_adv(g, &s, m);
     phase_update_critic(g, &s, m);
     phase_update_actor(g, &s, m);
@@ -792,6 +837,7 @@ int ppo_train_step(ppo_trainer *g, rlc_metrics *m) {
     step_metrics(g, &s, m);
     if (g->W > 1) rlc_partition_free(&s.part);
     free(s.my_rows);
+    free(s.is_w);
     step_batch_free(&s.sb);
     return 1;
 }

@@ -63,7 +63,6 @@ static void save_critic(ppo_trainer *g, const char *dir) {
     int n = 0;
     for (int i = 0; i < pl->n_tensors; i++) {
         const param_tensor *p = &pl->tensors[i];
-        if (!strcmp(p->name, "lm_head.weight")) continue;   // not part of a token-classification model
         wt[n].name = p->name;
         wt[n].dtype = ST_F32;
         wt[n].ndim = p->ndim;
@@ -80,7 +79,7 @@ static void save_critic(ppo_trainer *g, const char *dir) {
     st_write(path, wt, n, meta, 1);
     free(path);
     free(wt);
-    model_config mc = pl->cfg;
+    model_config mc = g->critic_mcfg;   // (pl->cfg is the head-less layout's: tied)
     snprintf(mc.torch_dtype, sizeof mc.torch_dtype, "float32");
     char *json = model_config_to_json(&mc);
     cJSON *o = cJSON_Parse(json);
@@ -119,8 +118,8 @@ static void save_critic(ppo_trainer *g, const char *dir) {
     free(path);
 }
 
-// The critic's weights from dir into the loaded layout: every backbone tensor (an untied lm_head is optional:
-// a token-classification model has none), score.* when present (*have_head = 1). Unexpected tensors die.
+// The critic's weights from dir into the loaded (head-less) layout: every backbone tensor (a causal-LM checkpoint's
+// untied lm_head.weight is skipped), score.* when present (*have_head = 1). Unexpected tensors die.
 static void load_critic_weights(const char *dir, param_set *ps, value_head *vh, int *have_head) {
     const param_layout *pl = ps->layout;
     const int64_t H = pl->cfg.hidden_size;
@@ -138,7 +137,6 @@ static void load_critic_weights(const char *dir, param_set *ps, value_head *vh, 
         const param_tensor *p = &pl->tensors[i];
         const char *path = NULL;
         const st_tensor *t = st_dir_find(&d, p->name, &path);
-        if (!t && !strcmp(p->name, "lm_head.weight")) continue;   // unused by the value model: keeps the actor's init
         if (!t) rlc_die("%s: tensor '%s' is missing from the value model's checkpoint", dir, p->name);
         if (t->dtype != ST_F32 && t->dtype != ST_BF16 && t->dtype != ST_F16 && t->dtype != ST_F64)
             rlc_die("%s: tensor '%s' has dtype %s; expected F32, BF16 or F16", path, p->name, st_dtype_name(t->dtype));
@@ -169,12 +167,24 @@ static void load_critic_weights(const char *dir, param_set *ps, value_head *vh, 
 
 void run_state_load_critic_model(ppo_trainer *g, const char *dir) {
     model_config_load(&g->critic_mcfg, dir);
-    param_layout_init(&g->critic_pl, &g->critic_mcfg);
+    // The value model has no output embedding: its layout is built as a tied one, which holds no lm_head block, so
+    // the params, gradients, AdamW moments and shards never carry the V x H untied head (critic_mcfg keeps the
+    // checkpoint's own tie_word_embeddings for the saved config.json).
+    model_config lc = g->critic_mcfg;
+    lc.tie_word_embeddings = 1;
+    param_layout_init(&g->critic_pl, &lc);
     param_set_init(&g->critic_params, &g->critic_pl);
     // a fresh head first (transformers' init for a missing score.*), replaced by the checkpoint's when it has one
     value_head_init(&g->vhead, g->critic_mcfg.hidden_size, g->critic_mcfg.initializer_range, g->data_seed);
     int have_head;
     load_critic_weights(dir, &g->critic_params, &g->vhead, &have_head);
+    if (g->root) {
+        const int64_t H = g->critic_mcfg.hidden_size, P = g->critic_pl.numel;
+        fprintf(stdout, "rlc: critic: %lld backbone parameters + value head %lld (%s); no lm_head%s; params+grads+AdamW "
+                "m,v %.3f MiB\n", (long long)P, (long long)(H + 1), have_head ? "from the checkpoint" : "fresh",
+                g->critic_mcfg.tie_word_embeddings ? "" : " (the checkpoint's untied one is not loaded)",
+                (double)(P + H + 1) * 16.0 / (1024.0 * 1024.0));
+    }
 }
 
 static void load_critic_state(ppo_trainer *g, const char *dir) {

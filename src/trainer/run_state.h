@@ -24,9 +24,10 @@ void run_state_load(ppo_trainer *g, const char *dir);
 // otherwise repeat it on resume); last = -1 empties the log.
 void run_state_truncate_metrics(const ppo_trainer *g, int64_t last);
 
-// The critic's model from dir: config.json, the backbone (the untied lm_head, which a token-classification model
-// lacks, is optional and unused) and score.weight / score.bias when present, else a fresh head (N(0,
-// initializer_range), bias 0, seeded by the data seed). Fills g->critic_mcfg, critic_pl, critic_params, vhead.
+// The critic's model from dir: config.json, the backbone without any output embedding (a causal-LM checkpoint's
+// untied lm_head is not loaded: critic_pl is laid out as tied, so no lm_head block exists) and score.weight /
+// score.bias when present, else a fresh head (N(0, initializer_range), bias 0, seeded by the data seed). Fills
+// g->critic_mcfg (the checkpoint's config), critic_pl, critic_params, vhead; rank 0 prints the critic's size line.
 void run_state_load_critic_model(ppo_trainer *g, const char *dir);
 // critic/value_head_optimizer.bin ("RLCVHOPT", version, n, step, then m (n) and v (n) as fp32) into h's moments;
 // the file must hold h->n values at optimizer step want_step (the critic's optimizer.bin), else one error line.
