@@ -119,6 +119,9 @@ typedef struct {
     double score;
     char *pred;                       // finished.pred, or NULL
     double env_wait_s;                // seconds this trajectory waited for its step replies
+    char **env_metric_keys;           // (n_env_metrics) the environment's numbers: observation "metrics" entries and
+    double *env_metric_sums;          // (n_env_metrics) numeric keys of "finished" (not score), summed per key
+    int n_env_metrics;                //   over the trajectory (the trainer's env/<key>/mean)
 } agent_traj;
 void agent_traj_free(agent_traj *t);
 

@@ -8,6 +8,8 @@
 typedef struct {
     int vocab_size;        // target size of the BPE vocabulary (256 byte tokens + merges), >= 256
     int min_frequency;     // a pair must occur at least this often to be merged (>= 1)
+    const char *const *added;   // (n_added) more added tokens (not special), after the chat ones: e.g. Qwen3's
+    int n_added;                // <tool_call> markup, so that a tool call tokenizes as it does for Qwen3
 } bpe_train_opts;
 
 // Train on n texts and write the three files into out_dir (created if needed). Deterministic: ties in
