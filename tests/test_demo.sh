@@ -34,6 +34,7 @@ check "tool-calls: the same final answers" "cmp -s <(sed 's/.*#### \([0-9-]*\).*
 check "tool-calls 0.5: about half the worked solutions call (400 draws: 0.4-0.6)" "n=\$(grep -c '\"name\":\"calculator\"' '$out/t5.jsonl'); [ \$n -ge 160 ] && [ \$n -le 240 ]"
 check "bad --tool-calls is a one-line error" "! \"$BUILD/rlc\" gen-task --out '$out/b.jsonl' --format sft --tool-calls 2 2> '$out/e' && grep -q 'tool-calls must be a number in \[0, 1\]' '$out/e' && [ \$(wc -l < '$out/e') -eq 1 ]"
 check "--tool-calls needs --format sft" "! \"$BUILD/rlc\" gen-task --out '$out/b.jsonl' --tool-calls 0.5 2> '$out/e' && grep -q 'format sft' '$out/e'"
+check "train-tokenizer: a repeated added token is a one-line error" "! \"$BUILD/rlc\" train-tokenizer --data '$out/t.jsonl' --fields text --out '$out/tk' --vocab-size 300 --added-tokens '<tool_call>,<|im_end|>' 2> '$out/e' && grep -q \"added token '<|im_end|>' is empty or given twice\" '$out/e' && [ \$(wc -l < '$out/e') -eq 1 ]"
 # rlc demo --tools --quick: the pipeline with the calculator environment (no accuracy threshold)
 if "$BUILD/rlc" demo --tools --quick --out "$out/tools" > "$out/tlog" 2>&1; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL: rlc demo --tools --quick"; tail -30 "$out/tlog"; fi
 t="$out/tools"

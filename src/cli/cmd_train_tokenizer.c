@@ -27,11 +27,11 @@ int cmd_train_tokenizer(int argc, char **argv) {
     const char *added_opt = cli_opt(&a, "added-tokens");
     char *added_s = rlc_strdup(added_opt ? added_opt : "");
     const char *added[64];
+    int n_added = 0;
     for (char *sv = NULL, *tok = strtok_r(added_s, ",", &sv); tok; tok = strtok_r(NULL, ",", &sv)) {
-        if (o.n_added == 64) rlc_die("train-tokenizer: --added-tokens: at most 64 tokens");
-        added[o.n_added++] = tok;
+        if (n_added == 64) rlc_die("train-tokenizer: --added-tokens: at most 64 tokens");
+        added[n_added++] = tok;
     }
-    o.added = added;
     cli_check_unknown(&a, USAGE);
     const char *names[16];
     int nf = 0;
@@ -59,7 +59,7 @@ int cmd_train_tokenizer(int argc, char **argv) {
         texts[n++] = rlc_strdup(extra[k]);
     }
     double t0 = rlc_now();
-    int merges = bpe_train_write((const char *const *)texts, n, &o, out);
+    int merges = bpe_train_write_added((const char *const *)texts, n, &o, added, n_added, out);
     printf("rlc train-tokenizer: %d merges from %lld texts in %.2f s; wrote %s/tokenizer.json\n", merges, (long long)n,
            rlc_now() - t0, out);
     for (int64_t i = 0; i < n; i++) free(texts[i]);

@@ -66,12 +66,17 @@ static void write_json(const char *out_dir, const char *name, cJSON *doc, int pr
 }
 
 int bpe_train_write(const char *const *texts, int64_t n, const bpe_train_opts *o, const char *out_dir) {
+    return bpe_train_write_added(texts, n, o, NULL, 0, out_dir);
+}
+
+int bpe_train_write_added(const char *const *texts, int64_t n, const bpe_train_opts *o, const char *const *added_tok, int n_added,
+                          const char *out_dir) {
     if (o->vocab_size < 256) rlc_die("train-tokenizer: vocab size %d is below the 256 byte tokens", o->vocab_size);
     if (o->min_frequency < 1) rlc_die("train-tokenizer: min frequency must be >= 1");
-    for (int i = 0; i < o->n_added; i++) {
-        int dup = !o->added[i][0];
-        for (int k = 0; k < N_ADDED + i && !dup; k++) dup = !strcmp(o->added[i], k < N_ADDED ? ADDED[k].content : o->added[k - N_ADDED]);
-        if (dup) rlc_die("train-tokenizer: added token '%s' is empty or given twice (the chat tokens are always added)", o->added[i]);
+    for (int i = 0; i < n_added; i++) {
+        int dup = !added_tok[i][0];
+        for (int k = 0; k < N_ADDED + i && !dup; k++) dup = !strcmp(added_tok[i], k < N_ADDED ? ADDED[k].content : added_tok[k - N_ADDED]);
+        if (dup) rlc_die("train-tokenizer: added token '%s' is empty or given twice (the chat tokens are always added)", added_tok[i]);
     }
     uint32_t bc[256];
     byte_chars(bc);
@@ -185,11 +190,11 @@ int bpe_train_write(const char *const *texts, int64_t n, const bpe_train_opts *o
     cJSON_AddNullToObject(root, "truncation");
     cJSON_AddNullToObject(root, "padding");
     cJSON *added = cJSON_AddArrayToObject(root, "added_tokens");
-    for (int i = 0; i < N_ADDED + o->n_added; i++) {
+    for (int i = 0; i < N_ADDED + n_added; i++) {
         const int sp = i < N_ADDED && ADDED[i].special;
         cJSON *t = cJSON_CreateObject();
         cJSON_AddNumberToObject(t, "id", V + i);
-        cJSON_AddStringToObject(t, "content", i < N_ADDED ? ADDED[i].content : o->added[i - N_ADDED]);
+        cJSON_AddStringToObject(t, "content", i < N_ADDED ? ADDED[i].content : added_tok[i - N_ADDED]);
         cJSON_AddBoolToObject(t, "single_word", 0);
         cJSON_AddBoolToObject(t, "lstrip", 0);
         cJSON_AddBoolToObject(t, "rstrip", 0);
@@ -245,11 +250,11 @@ int bpe_train_write(const char *const *texts, int64_t n, const bpe_train_opts *o
     cJSON_AddBoolToObject(tc, "add_bos_token", 0);
     cJSON_AddBoolToObject(tc, "add_prefix_space", 0);
     cJSON *dec = cJSON_AddObjectToObject(tc, "added_tokens_decoder");
-    for (int i = 0; i < N_ADDED + o->n_added; i++) {
+    for (int i = 0; i < N_ADDED + n_added; i++) {
         char id[16];
         snprintf(id, sizeof id, "%d", V + i);
         cJSON *t = cJSON_AddObjectToObject(dec, id);
-        cJSON_AddStringToObject(t, "content", i < N_ADDED ? ADDED[i].content : o->added[i - N_ADDED]);
+        cJSON_AddStringToObject(t, "content", i < N_ADDED ? ADDED[i].content : added_tok[i - N_ADDED]);
         cJSON_AddBoolToObject(t, "lstrip", 0);
         cJSON_AddBoolToObject(t, "normalized", 0);
         cJSON_AddBoolToObject(t, "rstrip", 0);
