@@ -138,6 +138,46 @@ static void test_golden_ids(void) {
     cJSON_Delete(m);
 }
 
+// The boundary of other templates: what the template writes after the turn's end token (a generic template that
+// renders every role alike, with "" / "\n\n" after <|im_end|>); none after a special token that does not end
+// the turn's content (<|im_start|>) or a plain token.
+static void test_boundary_templates(void) {
+    static const char *const TMPL[2] = {
+        "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}",
+        "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n\n{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"};
+    cJSON *m = msgs_of("[{\"role\":\"tool\",\"content\":\"72\"}]");
+    for (int k = 0; k < 2; k++) {
+        rlc_tokenizer *t = rlc_tok_load(QWEN3_DIR, NULL);
+        rlc_tok_set_chat_template(t, TMPL[k], strlen(TMPL[k]), "test template");
+        rlc_ivec x = {0}, w = {0};
+        rlc_strbuf err = {0};
+        TL_CHECK(agent_observation_ids(t, 151645, m, -1, &x, &err) == 0, "render: %s", err.s ? err.s : "");
+        const char *want = k ? "\n\n<|im_start|>tool\n72<|im_end|>\n\n<|im_start|>assistant\n" : "<|im_start|>tool\n72<|im_end|><|im_start|>assistant\n";
+        rlc_tok_encode(t, want, strlen(want), &w);
+        int ok = x.n == w.n && !memcmp(x.v, w.v, (size_t)x.n * sizeof(int32_t));
+        TL_CHECK(ok, "template %d: the boundary is what it writes after <|im_end|> ('%s'; %lld ids, want %lld)", k, k ? "\\n\\n" : "",
+                 (long long)x.n, (long long)w.n);
+        // <|im_start|> (special, but not what ends the content) and a plain token: no boundary
+        for (int j = 0; j < 2; j++) {
+            x.n = 0;
+            const int32_t last = j ? 872 : 151644;
+            const char *skip = k ? "\n\n" : "";
+            rlc_ivec s = {0};
+            rlc_tok_encode(t, want + strlen(skip), strlen(want) - strlen(skip), &s);
+            TL_CHECK(agent_observation_ids(t, last, m, -1, &x, &err) == 0 && x.n == s.n && !memcmp(x.v, s.v, (size_t)s.n * sizeof(int32_t)),
+                     "template %d: no boundary after id %d", k, (int)last);
+            rlc_iv_free(&s);
+        }
+        rlc_iv_free(&x);
+        rlc_iv_free(&w);
+        rlc_sb_free(&err);
+        rlc_tok_free(t);
+    }
+    cJSON_Delete(m);
+}
+
 // rlc's ids vs Python jinja2's rendering encoded by HF tokenizers, on single / parallel results, a user turn,
 // tool + user, a system message, both enable_thinking values and none, with and without the boundary.
 static void test_observation_oracle(void) {
@@ -944,6 +984,7 @@ int main(void) {
     }
     TOK = rlc_tok_load(QWEN3_DIR, NULL);
     test_golden_ids();
+    test_boundary_templates();
     test_observation_oracle();
     if (tl_system("command -v python3 >/dev/null 2>&1") != 0) {
         tl_skip("driver tests: need python3 for tests/envs/scripted_env.py");

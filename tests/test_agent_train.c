@@ -3,7 +3,9 @@
 //   - one GRPO step (KL loss, entropy bonus, 2 mini-batches x 2 micro-batches) on trajectories whose responses hold
 //     observation tokens equals a PyTorch oracle that masks the same positions (tests/py/agent_step_ref.py): the
 //     losses, grad norm and updated weights; the environment's score and the reward function both feed it;
-//   - the multi-turn metrics are logged; tool_agent without an environment is a one-line error;
+//   - the multi-turn metrics are logged, env/<key>/mean among them; tool_agent without an environment is a one-line error;
+//   - per-row agent choice: a batch whose rows name single_turn_agent or tool_agent in their agent_name column, in
+//     training and validation: single-turn rows are one sampled turn without the tools block, tool rows run the loop;
 //   - examples/*tool*.yaml run 2 steps and a validation with `rlc train` (tiny model and data substituted).
 #include <math.h>
 #include <stdlib.h>
@@ -12,6 +14,7 @@
 #include <cjson/cJSON.h>
 
 #include "core/common.h"
+#include "core/strbuf.h"
 #include "io/checkpoint.h"
 #include "testlib.h"
 
@@ -135,6 +138,10 @@ static void test_oracle(int have_torch) {
                           "tools/call_frequency", "tools/failure_frequency", "multi_turn/end_reason/env_done",
                           "multi_turn/invalid_tool_call_blocks", "timing_s/env"};
     for (int k = 0; k < 9; k++) TL_CHECK(isfinite(mval("oracle_run", keys[k])), "metric %s logged", keys[k]);
+    // env/<key>/mean: the environment's finished "turns" is num_turns, its observations report steps = 1 each
+    double et = mval("oracle_run", "env/turns/mean"), es = mval("oracle_run", "env/steps/mean");
+    TL_CHECK(fabs(et - nt) < 1e-9, "env/turns/mean %g equals num_turns/mean %g (every row is a tool row)", et, nt);
+    TL_CHECK(es >= 1 && es <= 5, "env/steps/mean %g: 1..5 step replies per trajectory (max_assistant_turns 5)", es);
     if (!have_torch) { tl_skip("torch not importable under /usr/bin/python3: multi-turn PyTorch oracle skipped"); return; }
     char plan[1024];
     snprintf(plan, sizeof plan,
@@ -207,6 +214,68 @@ static void test_examples(void) {
     }
 }
 
+// Per-row agent choice (verl's agent_name column over agent.default_agent_loop): 4 rows, two naming tool_agent and two
+// single_turn_agent, one step of all 4 prompts x 4 samples plus a validation before it.
+static void test_per_row(void) {
+    rlc_strbuf b = {0};
+    for (int r = 0; r < 4; r++)
+        rlc_sb_printf(&b, "{\"prompt\": [{\"role\": \"user\", \"content\": \"What is %d plus %d?\"}], \"data_source\": "
+                      "\"openai/gsm8k\", \"reward_model\": {\"style\": \"rule\", \"ground_truth\": \"%d\"}, \"agent_name\": \"%s\"}\n",
+                      r, r + 2, 2 * r + 2, r % 2 ? "tool_agent" : "single_turn_agent");
+    char *dp = fpath("mixed.jsonl", "");
+    CHECK(rlc_write_file_atomic(dp, b.s, b.n) == 0, "write %s", dp);
+    rlc_sb_free(&b);
+    char ov[2048], env[512];
+    snprintf(ov, sizeof ov, "data.train_files=%s data.val_files=%s data.train_batch_size=4 trainer.total_training_steps=1 "
+             "trainer.val_before_train=true actor_rollout_ref.rollout.agent.default_agent_loop=single_turn_agent", dp, dp);
+    snprintf(env, sizeof env, "RLC_GRPO_DUMP=%s/mixed_dump", F);
+    int rc = train(env, "mixed", ov);
+    TL_CHECK(rc == 0, "rlc train on rows with agent_name (default single_turn_agent) exits 0 (rc %d; see %s/mixed.log)", rc, F);
+    free(dp);
+    if (rc != 0) return;
+    // training: single-turn samples have all-1 masks and the shorter prompt (no tools block); tool samples the longer
+    // prompt and observation tokens (the environment observes every turn and answers turns 1 and 2 with a user message)
+    char *jp = fpath("mixed_dump/step_1.json", "");
+    char *s = rlc_read_file(jp, NULL);
+    free(jp);
+    cJSON *d = cJSON_Parse(s);
+    free(s);
+    int n_single = 0, n_tool = 0, bad = 0;
+    long long pl_single = -1, pl_tool = -1;
+    cJSON *seqs = d ? cJSON_GetObjectItem(d, "seqs") : NULL;
+    for (cJSON *q = seqs ? seqs->child : NULL; q; q = q->next) {
+        int zeros = 0;
+        for (cJSON *v = cJSON_GetObjectItem(q, "mask")->child; v; v = v->next) zeros += v->valueint == 0;
+        long long pl = (long long)cJSON_GetObjectItem(q, "plen")->valuedouble;
+        // a tool row's prompt holds the tools block, hundreds of tokens more than a single-turn row's
+        if (pl < 100) { n_single++; bad += zeros != 0 || (pl_single >= 0 && pl > pl_single + 2); if (pl_single < 0) pl_single = pl; }
+        else { n_tool++; pl_tool = pl; }
+    }
+    cJSON_Delete(d);
+    printf("mixed batch: %d single-turn samples (prompt ~%lld tokens), %d tool samples (prompt ~%lld tokens)\n", n_single, pl_single,
+           n_tool, pl_tool);
+    TL_CHECK(n_single == 8 && n_tool == 8 && !bad, "8 single-turn samples with all-1 masks and 8 tool samples (%d, %d, bad %d)",
+             n_single, n_tool, bad);
+    // the metrics count single-turn rows as verl does (num_turns 2, end no_tool_call); env/* covers the tool rows only
+    double nt = mval_line("mixed", 1, "num_turns/mean"), mn = mval_line("mixed", 1, "num_turns/min");
+    double mx = mval_line("mixed", 1, "num_turns/max"), ntc = mval_line("mixed", 1, "multi_turn/end_reason/no_tool_call");
+    double et = mval_line("mixed", 1, "env/turns/mean");
+    printf("num_turns min %g mean %g max %g, end_reason/no_tool_call %g, env/turns/mean %g\n", mn, nt, mx, ntc, et);
+    TL_CHECK(mn == 2 && mx >= 4 && ntc == 0.5, "training: single-turn rows 2 turns, tool rows more (min %g max %g, no_tool_call %g)",
+             mn, mx, ntc);
+    TL_CHECK(fabs(et - (2 * nt - 2)) < 1e-9, "env/turns/mean %g is the tool rows' mean num_turns (2 * %g - 2)", et, nt);
+    double vmn = mval_line("mixed", 0, "val-aux/num_turns/min"), vmx = mval_line("mixed", 0, "val-aux/num_turns/max");
+    TL_CHECK(vmn == 2 && vmx >= 4, "validation: the same per-row loops (val-aux/num_turns min %g, max %g)", vmn, vmx);
+    // agent_name other than the two loops: a one-line error naming the row
+    char *bp = fpath("badagent.jsonl", "");
+    const char *bl = "{\"prompt\": [{\"role\": \"user\", \"content\": \"hi\"}], \"data_source\": \"openai/gsm8k\", \"agent_name\": \"react\"}\n";
+    CHECK(rlc_write_file_atomic(bp, bl, strlen(bl)) == 0, "write %s", bp);
+    snprintf(ov, sizeof ov, "data.train_files=%s trainer.total_training_steps=1", bp);
+    rc = train(NULL, "badagent", ov);
+    TL_CHECK(rc != 0 && file_contains("badagent", "badagent.jsonl:1: \"agent_name\" must be"), "unknown agent_name: error naming the row (rc %d)", rc);
+    free(bp);
+}
+
 static void test_errors(void) {
     int rc = train(NULL, "noenv", "'actor_rollout_ref.rollout.multi_turn.env_command=null' trainer.total_training_steps=1");
     TL_CHECK(rc != 0 && file_contains("noenv", "default_agent_loop=tool_agent needs"), "tool_agent without env_command: error (rc %d)", rc);
@@ -221,6 +290,7 @@ int main(void) {
     int san = getenv("RLC_SAN") && !strcmp(getenv("RLC_SAN"), "1");
     test_oracle(!san);
     test_examples();
+    test_per_row();
     test_errors();
     if (tl_failed == 0) tl_system("rm -rf %s", F);
     else printf("fixture and logs kept in %s\n", F);

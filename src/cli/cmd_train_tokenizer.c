@@ -11,7 +11,8 @@
 #include "tokenizer/bpe_train.h"
 
 static const char *USAGE =
-    "rlc train-tokenizer --data FILE.jsonl --out DIR [--vocab-size N] [--min-frequency F] [--fields question,answer]";
+    "rlc train-tokenizer --data FILE.jsonl --out DIR [--vocab-size N] [--min-frequency F] [--fields question,answer]\n"
+    "                    [--added-tokens T1,T2,...]";
 
 int cmd_train_tokenizer(int argc, char **argv) {
     cli_args a;
@@ -22,6 +23,15 @@ int cmd_train_tokenizer(int argc, char **argv) {
     bpe_train_opts o = {(int)cli_int(&a, "vocab-size", 1024, 256, 1 << 20), (int)cli_int(&a, "min-frequency", 2, 1, 1 << 30)};
     const char *fields_opt = cli_opt(&a, "fields");
     char *fields = rlc_strdup(fields_opt ? fields_opt : "question,answer");
+    // more added tokens after the chat ones (Qwen3's tool markup: <tool_call>,</tool_call>,<tool_response>,...)
+    const char *added_opt = cli_opt(&a, "added-tokens");
+    char *added_s = rlc_strdup(added_opt ? added_opt : "");
+    const char *added[64];
+    int n_added = 0;
+    for (char *sv = NULL, *tok = strtok_r(added_s, ",", &sv); tok; tok = strtok_r(NULL, ",", &sv)) {
+        if (n_added == 64) rlc_die("train-tokenizer: --added-tokens: at most 64 tokens");
+        added[n_added++] = tok;
+    }
     cli_check_unknown(&a, USAGE);
     const char *names[16];
     int nf = 0;
@@ -49,12 +59,13 @@ int cmd_train_tokenizer(int argc, char **argv) {
         texts[n++] = rlc_strdup(extra[k]);
     }
     double t0 = rlc_now();
-    int merges = bpe_train_write((const char *const *)texts, n, &o, out);
+    int merges = bpe_train_write_added((const char *const *)texts, n, &o, added, n_added, out);
     printf("rlc train-tokenizer: %d merges from %lld texts in %.2f s; wrote %s/tokenizer.json\n", merges, (long long)n,
            rlc_now() - t0, out);
     for (int64_t i = 0; i < n; i++) free(texts[i]);
     free(texts);
     free(fields);
+    free(added_s);
     cli_args_free(&a);
     return 0;
 }

@@ -125,6 +125,7 @@ void rlc_dataset_load(rlc_dataset *ds, const char *path, rlc_tokenizer *tok, con
         const int64_t lineno = r.line;
         rlc_prompt p = {0};
         p.line = lineno;
+        p.agent_name = RLC_AGENT_NAME_NONE;
         cJSON *msgs = NULL;   // owned copy when built here
         const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(j, pkey);
         const cJSON *q = cJSON_GetObjectItemCaseSensitive(j, "question"), *a = cJSON_GetObjectItemCaseSensitive(j, "answer");
@@ -168,6 +169,11 @@ void rlc_dataset_load(rlc_dataset *ds, const char *path, rlc_tokenizer *tok, con
             if (ex && !cJSON_IsNull(ex) && !cJSON_IsObject(ex))
                 rlc_die("%s:%lld: \"extra_info\" must be an object", path, (long long)lineno);
             p.extra_info_json = ex && cJSON_IsObject(ex) ? json_text(ex) : rlc_strdup("{}");
+            const cJSON *an = cJSON_GetObjectItemCaseSensitive(j, "agent_name");   // verl's per-row agent loop
+            if (cJSON_IsString(an) && !strcmp(an->valuestring, "single_turn_agent")) p.agent_name = RLC_AGENT_NAME_SINGLE_TURN;
+            else if (cJSON_IsString(an) && !strcmp(an->valuestring, "tool_agent")) p.agent_name = RLC_AGENT_NAME_TOOL;
+            else if (an && !cJSON_IsNull(an))
+                rlc_die("%s:%lld: \"agent_name\" must be \"single_turn_agent\" or \"tool_agent\"", path, (long long)lineno);
         } else {
             rlc_die("%s:%lld: expected a verl row with \"%s\" (chat messages) or a GSM8K line with \"question\"/\"answer\"",
                     path, (long long)lineno, pkey);

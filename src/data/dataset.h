@@ -10,7 +10,8 @@
 //               {"split", "index", "answer", "question"} (split = the file name without .jsonl).
 //   verl row    {prompt_key: [{"role", "content"}, ...], "data_source": str, "reward_model":
 //               {"ground_truth": ...}, "extra_info": {...}}; ground_truth may be a string or any JSON
-//               value (kept as its JSON text); extra_info is optional ("{}").
+//               value (kept as its JSON text); extra_info is optional ("{}"); an optional top-level
+//               "agent_name" ("single_turn_agent" | "tool_agent") picks the row's rollout loop.
 // The prompt text is apply_chat_template(messages, add_generation_prompt=True, tokenize=False,
 // enable_thinking as configured) and its ids are the encoding of that text (no special tokens added),
 // as verl's RLHFDataset.
@@ -48,7 +49,10 @@ typedef struct {
     char *ground_truth;        // reward_model.ground_truth (string, or JSON text of a non-string); NULL if absent
     char *extra_info_json;     // extra_info as a JSON object text ("{}" if absent)
     int64_t line;              // 1-based line number in the file
+    int agent_name;            // the row's agent_name column (verl): RLC_AGENT_NAME_NONE (absent or null: the
+                               // config's agent.default_agent_loop), _SINGLE_TURN or _TOOL
 } rlc_prompt;
+enum { RLC_AGENT_NAME_NONE = -1, RLC_AGENT_NAME_SINGLE_TURN = 0, RLC_AGENT_NAME_TOOL = 1 };
 
 typedef struct {
     rlc_prompt *items;         // (n)

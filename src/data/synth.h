@@ -14,6 +14,9 @@ typedef struct {
 typedef struct {
     char *question;   // the problem text
     char *answer;     // worked solution ending in "#### N"
+    char *expr;       // the whole computation as one expression, each earlier step in parentheses: "((4 + 8) * 3) / 2"
+    char *expr_work;  // the worked solution with expressions in place of results, one line per step and no final
+                      // line ("Adding 8 gives 4 + 8.\n..."): the text before a calculator call evaluates `expr`
     long long result; // N
     int steps;
 } synth_problem;
@@ -27,3 +30,6 @@ void synth_problem_free(synth_problem *pr);
 // probability `frac`: a stream of its own, so the problems are the same whatever `frac` is. Demonstrations
 // that often skip the working are what the demo's GRPO stage has to improve on (docs/demo.md).
 int synth_answer_only(uint64_t seed, uint64_t index, double frac);
+// Whether worked SFT example `index` of set `seed` calls the calculator (a stream of its own again, so the
+// problems and the answer-only choice are the same whatever `frac` is).
+int synth_tool_call(uint64_t seed, uint64_t index, double frac);

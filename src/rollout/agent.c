@@ -26,6 +26,9 @@ void agent_traj_free(agent_traj *t) {
     free(t->logprobs);
     free(t->tool_rewards);
     free(t->pred);
+    for (int i = 0; i < t->n_env_metrics; i++) free(t->env_metric_keys[i]);
+    free(t->env_metric_keys);
+    free(t->env_metric_sums);
     memset(t, 0, sizeof *t);
 }
 
@@ -107,6 +110,18 @@ static uint64_t mix64(uint64_t x) {
     x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
     x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
     return x ^ (x >> 31);
+}
+
+static void env_metric_add(agent_traj *t, const char *key, double v) {
+    for (int i = 0; i < t->n_env_metrics; i++)
+        if (!strcmp(t->env_metric_keys[i], key)) {
+            t->env_metric_sums[i] += v;
+            return;
+        }
+    t->env_metric_keys = rlc_realloc(t->env_metric_keys, (size_t)(t->n_env_metrics + 1) * sizeof(char *));
+    t->env_metric_sums = rlc_realloc(t->env_metric_sums, (size_t)(t->n_env_metrics + 1) * sizeof(double));
+    t->env_metric_keys[t->n_env_metrics] = rlc_strdup(key);
+    t->env_metric_sums[t->n_env_metrics++] = v;
 }
 
 static void end_traj(traj_state *s, agent_end e) {
@@ -285,6 +300,18 @@ static int observe(agent_run *run, traj_state *s, const cJSON *r, double wait, r
     const cJSON *rw = r ? cJSON_GetObjectItemCaseSensitive(r, "reward") : NULL;
     if (rw && !cJSON_IsNull(rw) && !(cJSON_IsNumber(rw) && isfinite(rw->valuedouble)))
         die_traj(s, run->env, "the observation's \"reward\" is not a finite number");
+    const cJSON *mt = r ? cJSON_GetObjectItemCaseSensitive(r, "metrics") : NULL;   // counted whatever happens next
+    if (mt && !cJSON_IsNull(mt)) {
+        if (!cJSON_IsObject(mt)) die_traj(s, run->env, "the observation's \"metrics\" is not an object");
+        for (const cJSON *e = mt->child; e; e = e->next) {
+            if (!cJSON_IsNumber(e) || !isfinite(e->valuedouble)) {
+                char m[200];
+                snprintf(m, sizeof m, "the observation's metric '%.80s' is not a finite number", e->string);
+                die_traj(s, run->env, m);
+            }
+            env_metric_add(t, e->string, e->valuedouble);
+        }
+    }
     x->n = 0;
     if (ended) end_traj(s, AGENT_END_ENV_DONE);
     else if (!obs) end_traj(s, AGENT_END_NO_TOOL_CALL);
@@ -385,6 +412,10 @@ static void finish_all(agent_run *run, traj_state *st, int N, traj_state **batch
         }
         const cJSON *pd = cJSON_GetObjectItemCaseSensitive(rep[i], "pred");
         if (cJSON_IsString(pd)) t->pred = rlc_strdup(pd->valuestring);
+        for (const cJSON *e = rep[i]->child; e; e = e->next)   // numeric extras, as an external reward's
+            if (cJSON_IsNumber(e) && isfinite(e->valuedouble) && strcmp(e->string, "score") && strcmp(e->string, "traj") &&
+                strcmp(e->string, "type"))
+                env_metric_add(t, e->string, e->valuedouble);
         cJSON_Delete(rep[i]);
         free(reqs[i]);
     }

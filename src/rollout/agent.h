@@ -76,8 +76,8 @@ void agent_py_repr(rlc_strbuf *out, const char *s);
 
 // ---- observation tokens (spec §1.4, §6.5.1) ----
 // msgs: a JSON list of {"role": "tool" | "user" | "system", "content": string}, in order. Appends to out the ids
-// that follow an assistant turn ending in last_id: the boundary token (the "\n" the template writes after
-// <|im_end|>, when the turn stopped there), then per run of tool messages / per user or system message the
+// that follow an assistant turn ending in last_id: the boundary (what the template writes after the turn's end
+// token, when the turn stopped there: "\n" after Qwen's <|im_end|>), then per run of tool messages / per user or system message the
 // template's rendering diffed against verl's synthetic prefix, then the generation prompt. Returns 0, or -1 with
 // one line in err (template error, or a template that is not prefix-preserving for these messages).
 int agent_observation_ids(rlc_tokenizer *tok, int32_t last_id, const struct cJSON *msgs, int enable_thinking,
@@ -119,6 +119,9 @@ typedef struct {
     double score;
     char *pred;                       // finished.pred, or NULL
     double env_wait_s;                // seconds this trajectory waited for its step replies
+    char **env_metric_keys;           // (n_env_metrics) the environment's numbers: observation "metrics" entries and
+    double *env_metric_sums;          // (n_env_metrics) numeric keys of "finished" (not score), summed per key
+    int n_env_metrics;                //   over the trajectory (the trainer's env/<key>/mean)
 } agent_traj;
 void agent_traj_free(agent_traj *t);
 

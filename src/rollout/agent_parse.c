@@ -260,15 +260,32 @@ static int render_delta(rlc_tokenizer *tok, cJSON *base, const cJSON *group, int
     return rc;
 }
 
+// The boundary: what the template writes after a turn's end token, which generation stops at (verl's Qwen boundary
+// is the "\n" of "<|im_end|>\n"; Gemma's "<end_of_turn>\n" has one too, Llama 3's "<|eot_id|>" none). It is the
+// rendering of a conversation ending in an assistant turn, after that token, when the token follows the turn's
+// content directly; else nothing (a turn that stopped at another special token, such as Qwen's <|endoftext|>, or a
+// turn cut by the length limit).
+static int turn_boundary(rlc_tokenizer *tok, int32_t last_id, const cJSON *kw, rlc_strbuf *out, rlc_strbuf *err) {
+    const char *end = rlc_tok_is_special(tok, last_id) ? rlc_tok_id_to_token(tok, last_id) : NULL;
+    if (!end || !*end) return 0;
+    static const char CONTENT[] = "continuous token synthetic assistant";
+    cJSON *conv = synthetic_prefix(0);
+    cJSON_AddItemToArray(conv, msg("assistant", CONTENT));
+    rlc_strbuf r = {0};
+    int rc = rlc_tok_chat_render_json(tok, conv, NULL, 0, kw, &r, err);
+    const char *c = rc ? NULL : strstr(r.s ? r.s : "", CONTENT);
+    if (c && !strncmp(c + strlen(CONTENT), end, strlen(end))) rlc_sb_puts(out, c + strlen(CONTENT) + strlen(end));
+    cJSON_Delete(conv);
+    rlc_sb_free(&r);
+    return rc;
+}
+
 int agent_observation_ids(rlc_tokenizer *tok, int32_t last_id, const cJSON *msgs, int enable_thinking, rlc_ivec *out,
                           rlc_strbuf *err) {
     cJSON *kw = cJSON_CreateObject();
     if (enable_thinking >= 0) cJSON_AddBoolToObject(kw, "enable_thinking", enable_thinking);
     rlc_strbuf text = {0};
-    int rc = 0;
-    // verl's Qwen boundary: the template writes "<|im_end|>\n" after a turn, generation stops at <|im_end|>
-    const int32_t im_end = rlc_tok_token_to_id(tok, "<|im_end|>");
-    if (im_end >= 0 && last_id == im_end) rlc_sb_puts(&text, "\n");
+    int rc = turn_boundary(tok, last_id, kw, &text, err);
     const cJSON *m = msgs ? msgs->child : NULL;
     cJSON *last_group = NULL, *last_base = NULL;
     while (m && !rc) {

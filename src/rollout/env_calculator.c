@@ -212,6 +212,8 @@ static const char GSM8K_TOOL[] =
     "\"object\",\"properties\":{\"answer\":{\"type\":\"string\",\"description\":\"The model's answer to the GSM8K math problem, must "
     "be a digits\"}},\"required\":[\"answer\"]}}}";
 
+const char *rlc_calc_tool_schema(void) { return CALC_TOOL; }
+
 typedef struct {
     char *traj, *truth;
 } truth_entry;

@@ -12,6 +12,10 @@
 // Evaluate expr exactly. Returns 0 with the value appended to out, or -1 with the error text appended.
 int rlc_calc_eval(const char *expr, rlc_strbuf *out);
 
+// The calculator tool's schema as the environment declares it in its hello (a JSON object text): what a
+// tool_agent prompt renders in its system turn (`rlc gen-task --tool-calls` writes SFT data with it).
+const char *rlc_calc_tool_schema(void);
+
 typedef struct {
     int calculator;        // declare the calculator tool
     int gsm8k;             // declare calc_gsm8k_reward

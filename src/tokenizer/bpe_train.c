@@ -66,8 +66,18 @@ static void write_json(const char *out_dir, const char *name, cJSON *doc, int pr
 }
 
 int bpe_train_write(const char *const *texts, int64_t n, const bpe_train_opts *o, const char *out_dir) {
+    return bpe_train_write_added(texts, n, o, NULL, 0, out_dir);
+}
+
+int bpe_train_write_added(const char *const *texts, int64_t n, const bpe_train_opts *o, const char *const *added_tok, int n_added,
+                          const char *out_dir) {
     if (o->vocab_size < 256) rlc_die("train-tokenizer: vocab size %d is below the 256 byte tokens", o->vocab_size);
     if (o->min_frequency < 1) rlc_die("train-tokenizer: min frequency must be >= 1");
+    for (int i = 0; i < n_added; i++) {
+        int dup = !added_tok[i][0];
+        for (int k = 0; k < N_ADDED + i && !dup; k++) dup = !strcmp(added_tok[i], k < N_ADDED ? ADDED[k].content : added_tok[k - N_ADDED]);
+        if (dup) rlc_die("train-tokenizer: added token '%s' is empty or given twice (the chat tokens are always added)", added_tok[i]);
+    }
     uint32_t bc[256];
     byte_chars(bc);
     tok_pretok_step st;
@@ -180,15 +190,16 @@ int bpe_train_write(const char *const *texts, int64_t n, const bpe_train_opts *o
     cJSON_AddNullToObject(root, "truncation");
     cJSON_AddNullToObject(root, "padding");
     cJSON *added = cJSON_AddArrayToObject(root, "added_tokens");
-    for (int i = 0; i < N_ADDED; i++) {
+    for (int i = 0; i < N_ADDED + n_added; i++) {
+        const int sp = i < N_ADDED && ADDED[i].special;
         cJSON *t = cJSON_CreateObject();
         cJSON_AddNumberToObject(t, "id", V + i);
-        cJSON_AddStringToObject(t, "content", ADDED[i].content);
+        cJSON_AddStringToObject(t, "content", i < N_ADDED ? ADDED[i].content : added_tok[i - N_ADDED]);
         cJSON_AddBoolToObject(t, "single_word", 0);
         cJSON_AddBoolToObject(t, "lstrip", 0);
         cJSON_AddBoolToObject(t, "rstrip", 0);
         cJSON_AddBoolToObject(t, "normalized", 0);
-        cJSON_AddBoolToObject(t, "special", ADDED[i].special);
+        cJSON_AddBoolToObject(t, "special", sp);
         cJSON_AddItemToArray(added, t);
     }
     cJSON *norm = cJSON_AddObjectToObject(root, "normalizer");
@@ -239,16 +250,16 @@ int bpe_train_write(const char *const *texts, int64_t n, const bpe_train_opts *o
     cJSON_AddBoolToObject(tc, "add_bos_token", 0);
     cJSON_AddBoolToObject(tc, "add_prefix_space", 0);
     cJSON *dec = cJSON_AddObjectToObject(tc, "added_tokens_decoder");
-    for (int i = 0; i < N_ADDED; i++) {
+    for (int i = 0; i < N_ADDED + n_added; i++) {
         char id[16];
         snprintf(id, sizeof id, "%d", V + i);
         cJSON *t = cJSON_AddObjectToObject(dec, id);
-        cJSON_AddStringToObject(t, "content", ADDED[i].content);
+        cJSON_AddStringToObject(t, "content", i < N_ADDED ? ADDED[i].content : added_tok[i - N_ADDED]);
         cJSON_AddBoolToObject(t, "lstrip", 0);
         cJSON_AddBoolToObject(t, "normalized", 0);
         cJSON_AddBoolToObject(t, "rstrip", 0);
         cJSON_AddBoolToObject(t, "single_word", 0);
-        cJSON_AddBoolToObject(t, "special", ADDED[i].special);
+        cJSON_AddBoolToObject(t, "special", i < N_ADDED && ADDED[i].special);
     }
     cJSON_AddNullToObject(tc, "bos_token");
     cJSON_AddStringToObject(tc, "chat_template", RLC_QWEN3_CHAT_TEMPLATE);

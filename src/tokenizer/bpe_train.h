@@ -13,3 +13,7 @@ typedef struct {
 // Train on n texts and write the three files into out_dir (created if needed). Deterministic: ties in
 // pair counts are broken by the smaller (left id, right id). Returns the number of merges learned.
 int bpe_train_write(const char *const *texts, int64_t n, const bpe_train_opts *o, const char *out_dir);
+// The same with n_added more added tokens (not special) after the chat ones: e.g. Qwen3's <tool_call> markup, so
+// that a tool call tokenizes as it does for Qwen3. An empty or repeated one (a chat token included) is an error.
+int bpe_train_write_added(const char *const *texts, int64_t n, const bpe_train_opts *o, const char *const *added, int n_added,
+                          const char *out_dir);

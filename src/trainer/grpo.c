@@ -135,7 +135,7 @@ static void grpo_setup(ppo_trainer *g, const rlc_train_config *c, int val_only, 
     rlc_config_kl_ctrl(c, &g->kl_ctrl);
     g->temperature = (float)c->actor_rollout_ref.rollout.temperature;
     if (!(g->temperature > 0)) g->temperature = 1.0f;
-    g->agent_loop = ppo_agent_loop(c);   // tool_agent: the environment starts with the first generation
+    g->agent_loop = ppo_agent_loop(c, g->have_train ? &g->train : NULL, g->have_val ? &g->val : NULL);   // env: at the first tool generation
     g->want_entropy_update = c->actor_rollout_ref.actor.entropy_coeff != 0 || c->actor_rollout_ref.actor.calculate_entropy;
     char *rcmd = rlc_config_reward_command(c);
     rlc_reward_init(&g->reward, rcmd, c->custom_reward_function.timeout_s);

@@ -95,10 +95,10 @@ void ppo_rollout_config(const ppo_trainer *g, rollout_config *rc, int val);
 // stream of a prompt is stream_base + its dataset row. *t_gen: the generation's seconds.
 void ppo_generate(ppo_trainer *g, rollout_engine *re, const int64_t *rows, int n_prompts, const rlc_dataset *ds,
                   uint64_t stream_base, step_batch *sb, double *t_gen);
-// Multi-turn tool rollouts (ppo_agent.c): the trainer's loop from the config (dies when tool_agent has no
+// Multi-turn tool rollouts (ppo_agent.c): the trainer's loop from the config and the rows' agent_name (dies when tool_agent has no
 // env_command); ppo_generate's path for tool_agent (the response mask 1 on sampled tokens only, sb->agent filled);
 // the per-trajectory metrics (prefix "" in training, "val-aux/" in validation); stopping the environment.
-int ppo_agent_loop(const rlc_train_config *c);
+int ppo_agent_loop(const rlc_train_config *c, const rlc_dataset *train, const rlc_dataset *val);
 void ppo_generate_agent(ppo_trainer *g, rollout_engine *re, const int64_t *rows, int n_prompts, const rlc_dataset *ds,
                         uint64_t stream_base, step_batch *sb, double *t_gen);
 void ppo_agent_metrics(const step_batch *sb, rlc_metrics *m, const char *prefix);

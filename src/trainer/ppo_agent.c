@@ -10,14 +10,35 @@
 #include "rollout/agent.h"
 #include "trainer/ppo.h"
 
-int ppo_agent_loop(const rlc_train_config *c) {
+static int default_agent(const rlc_train_config *c) {
     const char *name = c->actor_rollout_ref.rollout.agent.default_agent_loop;
     int a = agent_name_parse(name ? name : "single_turn_agent");
     if (a < 0) rlc_die("config: actor_rollout_ref.rollout.agent.default_agent_loop='%s', expected single_turn_agent or tool_agent", name);
-    if (a == AGENT_TOOL && !c->actor_rollout_ref.rollout.multi_turn.env_command)
+    return a;
+}
+
+// A row's loop: its agent_name column, else agent.default_agent_loop.
+static int row_agent(const rlc_prompt *pr, int def) {
+    return pr->agent_name == RLC_AGENT_NAME_TOOL ? AGENT_TOOL : pr->agent_name == RLC_AGENT_NAME_SINGLE_TURN ? AGENT_SINGLE_TURN : def;
+}
+
+int ppo_agent_loop(const rlc_train_config *c, const rlc_dataset *train, const rlc_dataset *val) {
+    const int def = default_agent(c);
+    const int have_env = c->actor_rollout_ref.rollout.multi_turn.env_command != NULL;
+    if (def == AGENT_TOOL && !have_env)
         rlc_die("config: actor_rollout_ref.rollout.agent.default_agent_loop=tool_agent needs "
                 "actor_rollout_ref.rollout.multi_turn.env_command (docs/agents.md)");
-    return a;
+    if (def == AGENT_TOOL) return AGENT_TOOL;
+    const rlc_dataset *ds[2] = {train, val};
+    for (int d = 0; d < 2; d++)
+        for (int64_t i = 0; ds[d] && i < ds[d]->n; i++)
+            if (row_agent(&ds[d]->items[i], def) == AGENT_TOOL) {
+                if (!have_env)
+                    rlc_die("%s:%lld: agent_name tool_agent needs actor_rollout_ref.rollout.multi_turn.env_command "
+                            "(docs/agents.md)", ds[d]->path, (long long)ds[d]->items[i].line);
+                return AGENT_TOOL;   // some rows run the agent loop: the gen phase goes through the agent driver
+            }
+    return AGENT_SINGLE_TURN;
 }
 
 static void agent_cfg(const ppo_trainer *g, agent_config *ac) {
@@ -51,10 +72,36 @@ void ppo_agent_free(ppo_trainer *g) {
     g->env = NULL;
 }
 
+// env/<key>/mean: each key's per-trajectory sum, averaged over the step's tool_agent trajectories (a trajectory
+// that did not report the key counts 0), keys in order of first appearance.
+static void env_means(step_batch *sb, const agent_traj *tr, const agent_prompt *ps, int B, int n) {
+    int n_tool = 0;
+    for (int i = 0; i < B; i++) {
+        if (ps[i / n].agent != AGENT_TOOL) continue;
+        n_tool++;
+        for (int k = 0; k < tr[i].n_env_metrics; k++) {
+            int e = 0;
+            while (e < sb->n_env && strcmp(sb->env_keys[e], tr[i].env_metric_keys[k])) e++;
+            if (e == sb->n_env) {
+                sb->env_keys = rlc_realloc(sb->env_keys, (size_t)(e + 1) * sizeof(char *));
+                sb->env_means = rlc_realloc(sb->env_means, (size_t)(e + 1) * sizeof(double));
+                sb->env_keys[e] = rlc_strdup(tr[i].env_metric_keys[k]);
+                sb->env_means[e] = 0;
+                sb->n_env++;
+            }
+            sb->env_means[e] += tr[i].env_metric_sums[k];
+        }
+    }
+    for (int e = 0; e < sb->n_env; e++) sb->env_means[e] /= n_tool;
+}
+
 void ppo_generate_agent(ppo_trainer *g, rollout_engine *re, const int64_t *rows, int n_prompts, const rlc_dataset *ds,
                         uint64_t stream_base, step_batch *sb, double *t_gen) {
     if (g->W > 1) rlc_die("config: multi-turn tool rollouts (agent.default_agent_loop=tool_agent) run in one process only");
-    rlc_env *env = trainer_env(g);
+    const int def = default_agent(g->cfg);
+    int any_tool = 0;
+    for (int p = 0; p < n_prompts; p++) any_tool |= row_agent(&ds->items[rows[p]], def) == AGENT_TOOL;
+    rlc_env *env = any_tool ? trainer_env(g) : g->env;   // a batch of single-turn rows needs no environment
     const rollout_config *rc = rollout_engine_config(re);
     const int n = rc->n, B = n_prompts * n;
     agent_prompt *ps = rlc_calloc((size_t)n_prompts, sizeof *ps);
@@ -65,6 +112,12 @@ void ppo_generate_agent(ppo_trainer *g, rollout_engine *re, const int64_t *rows,
         msgs[p] = cJSON_Parse(pr->messages_json);
         extra[p] = cJSON_Parse(pr->extra_info_json ? pr->extra_info_json : "{}");
         CHECK(msgs[p] && extra[p], "%s:%lld: stored messages / extra_info", ds->path, (long long)pr->line);
+        const int agent = row_agent(pr, def);
+        if (agent != AGENT_TOOL) {   // single_turn_agent: the loaded prompt, one turn, the environment never contacted
+            ps[p] = (agent_prompt){pr->ids, pr->n_ids, stream_base + (uint64_t)rows[p], AGENT_SINGLE_TURN, pr->data_source,
+                                   pr->ground_truth, extra[p], msgs[p]};
+            continue;
+        }
         // the rendered prompt with the environment's tools in the system turn (apply_chat_template(tools=...))
         rlc_strbuf text = {0}, err = {0};
         if (rlc_tok_chat_render_json(g->tok, msgs[p], env->tools, 1, NULL, &text, &err) != 0)
@@ -113,6 +166,7 @@ void ppo_generate_agent(ppo_trainer *g, rollout_engine *re, const int64_t *rows,
                                           t->has_score, t->score, t->n_generated, t->env_wait_s};
     }
     free(m);
+    env_means(sb, tr, ps, B, n);
     for (int i = 0; i < B; i++) agent_traj_free(&tr[i]);
     free(tr);
     for (int p = 0; p < n_prompts; p++) { rlc_iv_free(&ids[p]); cJSON_Delete(msgs[p]); cJSON_Delete(extra[p]); }
@@ -161,5 +215,9 @@ void ppo_agent_metrics(const step_batch *sb, rlc_metrics *m, const char *prefix)
     for (int e = 0; e < AGENT_END_COUNT; e++) {
         snprintf(key, sizeof key, "multi_turn/end_reason/%s", agent_end_name((agent_end)e));
         rlc_metrics_set(m, key, (double)ends[e] / B);
+    }
+    for (int e = 0; e < sb->n_env; e++) {
+        snprintf(key, sizeof key, "env/%.100s/mean", sb->env_keys[e]);
+        rlc_metrics_set(m, key, sb->env_means[e]);
     }
 }

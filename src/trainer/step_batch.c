@@ -14,6 +14,9 @@ void step_batch_free(step_batch *s) {
     free(s->loss_mask); free(s->rollout_lp); free(s->old_lp); free(s->ref_lp); free(s->entropy); free(s->values); free(s->mask);
     free(s->score); free(s->scores); free(s->rewards); free(s->adv); free(s->returns); free(s->finish);
     free(s->agent);
+    for (int i = 0; i < s->n_env; i++) free(s->env_keys[i]);
+    free(s->env_keys);
+    free(s->env_means);
     memset(s, 0, sizeof *s);
 }
 

@@ -46,6 +46,9 @@ typedef struct {
     float *adv, *returns;     // (B, Tr)
     int *finish;              // (B)
     step_agent_stats *agent;  // (B) multi-turn trajectories; NULL for single-turn generation
+    char **env_keys;          // (n_env) the environment's numbers (agent_traj env metrics): env/<key>/mean is
+    double *env_means;        // (n_env) the per-trajectory sum averaged over the step's tool_agent trajectories
+    int n_env;
 } step_batch;
 
 // A step batch of n_prompts x n samples, T packed tokens and a longest response of Tr: the per-sample (B),
