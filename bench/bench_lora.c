@@ -1,16 +1,19 @@
 // bench_lora.c: LoRA against full fine-tuning on one model shape (default Qwen3-0.6B; --layers L keeps the first L
 // layers), in the same run and with the same batch:
-//   - update: forward + backward + clip + AdamW through the engine on --seqs x --len random tokens; LoRA (rank --rank,
-//     alpha 32, all-linear: the base frozen, no base dW, state over the adapters only) first, then full fine-tuning.
-//     Reports tokens/s, the LoRA/full ratio, the optimizer-state bytes and the peak RSS after each phase;
+//   - update: forward + backward + clip + AdamW through the engine on --seqs x --len random tokens: LoRA (rank
+//     --rank, alpha 32, all-linear: the base frozen, no base dW, state over the adapters only) on an fp32 base and on
+//     the bf16 base (param_bf16, LoRA's default storage), and full fine-tuning. The three alternate step by step, so
+//     a shared machine's load falls on all of them alike. Reports tokens/s, the LoRA/full ratios, the
+//     optimizer-state bytes, and the peak RSS before and after the full fine-tuning state exists;
 //   - ref: the reference log-prob pass as the same model with adapters off: tokens/s and the bytes it allocates (0);
-//   - decode: the rollout engine (fp32 weights) decoding --decode-seqs sequences of --new tokens: plain model, the
-//     unmerged rank-r side path, and merged weights (lora.merge); tokens/s and the side path's ratio to plain;
+//   - decode: the rollout engine decoding --decode-seqs sequences of --new tokens, fp32 base: plain model, the
+//     unmerged rank-r side path, merged weights (lora.merge); bf16 base read in place: plain and side path. The
+//     variants alternate run by run; tokens/s and the side path's ratio to plain on the same base;
 //   - peer: the OpenBLAS sgemm ceiling (T x 3072 x 1024 NT) measured in the same run.
 // Medians of --steps timed steps (updates) or --reps runs (decode). The machine may be shared: read ratios, not
 // absolute numbers.
 // Usage: bench_lora [--config examples/qwen3-0.6b-config.json] [--layers L] [--rank 32] [--seqs 4] [--len 256]
-//        [--steps 3] [--decode-seqs 8] [--new 32] [--reps 3] [--threads N]
+//        [--steps 3] [--decode-seqs 8] [--new 32] [--reps 3] [--threads N] [--ckpt none|selective|full]
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +23,7 @@
 #include "core/rng.h"
 #include "model/decoder.h"
 #include "model/lora.h"
+#include "model/params.h"
 #include "rollout/engine.h"
 #include "trainer/engine.h"
 #include "bench_util.h"
@@ -61,24 +65,18 @@ static void fill(float *x, int64_t n, uint64_t seed, float std) {
     }
 }
 
-// Median seconds of `steps` engine_train_batch calls (after one untimed warm-up step).
-static double time_updates(engine *e, const engine_batch *b, int steps, double *loss) {
+// Seconds of one engine_train_batch call.
+static double time_update(engine *e, const engine_batch *b, double *loss) {
     engine_mb mb = {0};
     engine_step_stats st;
-    double *t = malloc((size_t)steps * sizeof(double));
+    const double t0 = rlc_now();
     engine_train_batch(e, b, &mb, 0, ce_loss, NULL, 0, &st);
-    for (int i = 0; i < steps; i++) {
-        double t0 = rlc_now();
-        engine_train_batch(e, b, &mb, 0, ce_loss, NULL, 0, &st);
-        t[i] = rlc_now() - t0;
-    }
+    const double t = rlc_now() - t0;
     *loss = st.fb.loss;
-    double med = bench_median(t, steps);
-    free(t);
-    return med;
+    return t;
 }
 
-static double time_decode(decoder_model *m, int merge, int seqs, int new_tokens, int reps) {
+static rollout_engine *decode_engine(decoder_model *m, int merge, int new_tokens) {
     rollout_config rc;
     rollout_config_default(&rc);
     rc.n = 1;
@@ -88,30 +86,30 @@ static double time_decode(decoder_model *m, int merge, int seqs, int new_tokens,
     rc.lora_merge = merge;
     rc.sampling.do_sample = 0;
     rc.sampling.temperature = 0;
-    rollout_engine *e = rollout_engine_new(m, &rc);
+    return rollout_engine_new(m, &rc);
+}
+
+// Generated tokens per second of one rollout_generate over `seqs` 8-token prompts.
+static double time_decode(rollout_engine *e, int V, int seqs) {
     int32_t *ids = malloc((size_t)seqs * 8 * sizeof(int32_t));
     rollout_prompt *pr = malloc((size_t)seqs * sizeof *pr);
     for (int s = 0; s < seqs; s++) {
-        for (int k = 0; k < 8; k++) ids[s * 8 + k] = (int32_t)((s * 131 + k * 17 + 3) % m->cfg->vocab_size);
+        for (int k = 0; k < 8; k++) ids[s * 8 + k] = (int32_t)((s * 131 + k * 17 + 3) % V);
         pr[s] = (rollout_prompt){ids + s * 8, 8, (uint64_t)s};
     }
-    double *t = malloc((size_t)reps * sizeof(double));
-    for (int r = 0; r < reps; r++) {
-        rollout_result res;
-        double t0 = rlc_now();
-        rollout_generate(e, pr, seqs, &res);
-        t[r] = (double)res.gen_tokens / (rlc_now() - t0);
-        rollout_result_free(&res);
-    }
-    double med = bench_median(t, reps);
-    free(t); free(pr); free(ids);
-    rollout_engine_free(e);
-    return med;
+    rollout_result res;
+    const double t0 = rlc_now();
+    rollout_generate(e, pr, seqs, &res);
+    const double tps = (double)res.gen_tokens / (rlc_now() - t0);
+    rollout_result_free(&res);
+    free(pr); free(ids);
+    return tps;
 }
 
 int main(int argc, char **argv) {
     const char *config = "examples/qwen3-0.6b-config.json";
     int layers = 0, rank = 32, seqs = 4, len = 256, steps = 3, dseqs = 8, new_tokens = 32, reps = 3, threads = 0;
+    const char *ckpt = "selective";
     for (int i = 1; i < argc; i++) {
         if (i + 1 < argc && !strcmp(argv[i], "--config")) config = argv[++i];
         else if (i + 1 < argc && !strcmp(argv[i], "--layers")) layers = atoi(argv[++i]);
@@ -123,6 +121,7 @@ int main(int argc, char **argv) {
         else if (i + 1 < argc && !strcmp(argv[i], "--new")) new_tokens = atoi(argv[++i]);
         else if (i + 1 < argc && !strcmp(argv[i], "--reps")) reps = atoi(argv[++i]);
         else if (i + 1 < argc && !strcmp(argv[i], "--threads")) threads = atoi(argv[++i]);
+        else if (i + 1 < argc && !strcmp(argv[i], "--ckpt")) ckpt = argv[++i];
         else { fprintf(stderr, "bench_lora: unknown argument %s\n", argv[i]); return 2; }
     }
     if (steps < 1 || reps < 1 || seqs < 1 || len < 2 || rank < 1) { fprintf(stderr, "bench_lora: bad sizes\n"); return 2; }
@@ -167,15 +166,25 @@ int main(int argc, char **argv) {
     engine_batch b = {.n_seqs = seqs, .cu_seqlens = cu, .tokens = tok, .targets = tgt};
     engine_config ec;
     engine_config_default(&ec);
-    ec.ckpt = CKPT_SELECTIVE;
+    if (decoder_ckpt_parse(ckpt, &ec.ckpt) != 0) { fprintf(stderr, "bench_lora: --ckpt %s: expected none|selective|full\n", ckpt); return 2; }
 
-    decoder_model m;
+    // the same base in bf16 (LoRA's default storage), read through get_block as the trainer does
+    param_bf16 pb;
+    param_bf16_init(&pb, &ps);
+    decoder_model m, m16, mf;
     decoder_model_init(&m, &pl, &ps, &be);
-    // LoRA: base frozen, the engine's state over the adapters
+    decoder_model_init(&m16, &pl, NULL, &be);
+    m16.get_block = param_bf16_get_block;
+    m16.get_block_ctx = &pb;
+    // LoRA: base frozen, each engine's state over the adapters (both models share the adapter weights)
     decoder_set_lora(&m, &ll, ad.data, NULL);
-    engine e;
-    engine_init(&e, &m, &ec);
-    double loss_l, t_lora = time_updates(&e, &b, steps, &loss_l);
+    decoder_set_lora(&m16, &ll, ad.data, NULL);
+    engine el, el16, ef;
+    engine_init(&el, &m, &ec);
+    engine_init(&el16, &m16, &ec);
+    double loss_l, loss_l16, loss_f;
+    time_update(&el, &b, &loss_l);   // warm-up
+    time_update(&el16, &b, &loss_l16);
     const int64_t state_lora = 3 * ll.pl.numel * (int64_t)sizeof(float);
     // ref = adapters off: the same model and buffers, nothing allocated
     decoder_lora_enable(&m, 0);
@@ -194,31 +203,66 @@ int main(int argc, char **argv) {
     const double t_ref = bench_median(tr, steps);
     const int64_t ref_extra = rlc_peak_rss() - rss0;
     decoder_lora_enable(&m, 1);
+    // decode: fp32 base (plain = adapters off, side path, merged) and bf16 base (plain, side path), alternating
+    enum { D_PLAIN, D_SIDE, D_MERGED, D_PLAIN16, D_SIDE16, D_N };
+    static const char *dname[D_N] = {"plain", "side path", "merged", "bf16 plain", "bf16 side path"};
+    rollout_engine *de = decode_engine(&m, 0, new_tokens), *dm = decode_engine(&m, 1, new_tokens),
+                   *d16 = decode_engine(&m16, 0, new_tokens);
+    double *td[D_N];
+    for (int k = 0; k < D_N; k++) td[k] = malloc((size_t)reps * sizeof(double));
+    for (int r = -1; r < reps; r++)   // r = -1: warm-up
+        for (int k = 0; k < D_N; k++) {
+            decoder_model *mk = k >= D_PLAIN16 ? &m16 : &m;
+            decoder_lora_enable(mk, k == D_SIDE || k == D_MERGED || k == D_SIDE16);
+            const double tps = time_decode(k == D_MERGED ? dm : k >= D_PLAIN16 ? d16 : de, cfg.vocab_size, dseqs);
+            if (r >= 0) td[k][r] = tps;
+        }
+    decoder_lora_enable(&m, 1);
+    decoder_lora_enable(&m16, 1);
+    double dmed[D_N];
+    for (int k = 0; k < D_N; k++) dmed[k] = bench_median(td[k], reps);
+    rollout_engine_free(de); rollout_engine_free(dm); rollout_engine_free(d16);
     const int64_t rss_lora = rlc_peak_rss();
-    engine_free(&e);
-    // decode: plain, unmerged side path, merged
-    decoder_set_lora(&m, NULL, NULL, NULL);
-    const double d_plain = time_decode(&m, 0, dseqs, new_tokens, reps);
-    decoder_set_lora(&m, &ll, ad.data, NULL);
-    const double d_side = time_decode(&m, 0, dseqs, new_tokens, reps);
-    const double d_merged = time_decode(&m, 1, dseqs, new_tokens, reps);
-    // full fine-tuning last (its state dominates the peak RSS)
-    decoder_set_lora(&m, NULL, NULL, NULL);
-    engine_init(&e, &m, &ec);
-    double loss_f, t_full = time_updates(&e, &b, steps, &loss_f);
+    // full fine-tuning on its own model; then the three updates alternate step by step
+    decoder_model_init(&mf, &pl, &ps, &be);
+    engine_init(&ef, &mf, &ec);
+    time_update(&ef, &b, &loss_f);   // warm-up
+    double *tl = malloc((size_t)steps * sizeof(double)), *tl16 = malloc((size_t)steps * sizeof(double)),
+           *tf = malloc((size_t)steps * sizeof(double));
+    for (int i = 0; i < steps; i++) {
+        tl[i] = time_update(&el, &b, &loss_l);
+        tl16[i] = time_update(&el16, &b, &loss_l16);
+        tf[i] = time_update(&ef, &b, &loss_f);
+    }
+    const double t_lora = bench_median(tl, steps), t_lora16 = bench_median(tl16, steps), t_full = bench_median(tf, steps);
     const int64_t state_full = 3 * pl.numel * (int64_t)sizeof(float);
-    engine_free(&e);
+    engine_free(&ef);
+    engine_free(&el);
+    engine_free(&el16);
 
     const double P = (double)pl.numel;
-    printf("update  LoRA  %8.1f tokens/s  %6.1f GFLOP/s (4·N·T)  state %8.1f MiB  peak RSS %.2f GiB  loss %.4f\n", T / t_lora,
-           4 * P * T / t_lora / 1e9, state_lora / 1048576.0, rss_lora / 1073741824.0, loss_l);
-    printf("update  full  %8.1f tokens/s  %6.1f GFLOP/s (6·N·T)  state %8.1f MiB  peak RSS %.2f GiB  loss %.4f\n", T / t_full,
-           6 * P * T / t_full / 1e9, state_full / 1048576.0, rlc_peak_rss() / 1073741824.0, loss_f);
-    printf("update  LoRA / full = %.2fx;  sgemm ceiling %.1f GFLOP/s (LoRA at %.0f%%, full at %.0f%%)\n", t_full / t_lora, ceil_gf,
-           100 * 4 * P * T / t_lora / 1e9 / ceil_gf, 100 * 6 * P * T / t_full / 1e9 / ceil_gf);
+    printf("update  LoRA fp32 base %8.1f tokens/s  %6.1f GFLOP/s (4·N·T)  state %8.1f MiB  loss %.4f\n", T / t_lora,
+           4 * P * T / t_lora / 1e9, state_lora / 1048576.0, loss_l);
+    printf("update  LoRA bf16 base %8.1f tokens/s  %6.1f GFLOP/s (4·N·T)  state %8.1f MiB  loss %.4f\n", T / t_lora16,
+           4 * P * T / t_lora16 / 1e9, state_lora / 1048576.0, loss_l16);
+    printf("update  full           %8.1f tokens/s  %6.1f GFLOP/s (6·N·T)  state %8.1f MiB  loss %.4f\n", T / t_full,
+           6 * P * T / t_full / 1e9, state_full / 1048576.0, loss_f);
+    printf("update  LoRA / full = %.2fx (fp32 base), %.2fx (bf16 base);  sgemm ceiling %.1f GFLOP/s (LoRA at %.0f%%, full at %.0f%%)\n",
+           t_full / t_lora, t_full / t_lora16, ceil_gf, 100 * 4 * P * T / t_lora / 1e9 / ceil_gf, 100 * 6 * P * T / t_full / 1e9 / ceil_gf);
+    printf("memory  peak RSS %.2f GiB before the full fine-tuning state exists, %.2f GiB after\n", rss_lora / 1073741824.0,
+           rlc_peak_rss() / 1073741824.0);
     printf("ref     adapters off: %8.1f tokens/s, %lld bytes of extra peak memory\n", T / t_ref, (long long)ref_extra);
-    printf("decode  plain %8.1f tokens/s | LoRA side path %8.1f (%.3f of plain) | merged %8.1f (%.3f)  [%d seqs x %d tokens]\n",
-           d_plain, d_side, d_side / d_plain, d_merged, d_merged / d_plain, dseqs, new_tokens);
+    printf("decode  [%d seqs x %d tokens, ckpt %s]", dseqs, new_tokens, decoder_ckpt_name(ec.ckpt));
+    for (int k = 0; k < D_N; k++) printf("%s %s %.1f", k ? " |" : "", dname[k], dmed[k]);
+    printf(" tokens/s\n");
+    printf("decode  side path / plain = %.3f (fp32 base), %.3f (bf16 base); merged / plain = %.3f; bf16 plain / fp32 plain = %.2f\n",
+           dmed[D_SIDE] / dmed[D_PLAIN], dmed[D_SIDE16] / dmed[D_PLAIN16], dmed[D_MERGED] / dmed[D_PLAIN],
+           dmed[D_PLAIN16] / dmed[D_PLAIN]);
+    for (int k = 0; k < D_N; k++) free(td[k]);
+    free(tl); free(tl16); free(tf);
+    decoder_model_free(&mf);
+    decoder_model_free(&m16);
+    param_bf16_free(&pb);
     free(tok); free(tgt); free(cu); free(tr); free(lp); free(pos);
     decoder_model_free(&m);
     param_set_free(&ad);

@@ -375,9 +375,13 @@ static void test_torch_written(const char *root) {
 // The rollout engine with the unmerged side path samples the trained policy: its log-probs of the sampled tokens equal
 // the trainer's forward with adapters (1e-4: rowgemm and OpenBLAS sum in different orders); lora.merge=true decodes
 // from W + s·B·A with the same result (1e-4); adapters off equals a model without adapters, bitwise.
-static void rollout_run(case_data *cd, float *ad, int on, int merge, rollout_result *res) {
+// ps: the fp32 base, or pb: a bf16 base the engine reads in place (param_bf16); w16: rollout_config.weights_bf16;
+// only: -1 both prompts, else that prompt alone.
+static void rollout_run_base(case_data *cd, param_set *ps, param_bf16 *pb, int w16, float *ad, int on, int merge, int only,
+                             rollout_result *res) {
     decoder_model m;
-    decoder_model_init(&m, &cd->pl, &cd->ps, NULL);
+    decoder_model_init(&m, &cd->pl, pb ? NULL : ps, NULL);
+    if (pb) { m.get_block = param_bf16_get_block; m.get_block_ctx = pb; }
     if (ad) {
         decoder_set_lora(&m, &cd->ll, ad, NULL);
         decoder_lora_enable(&m, on);
@@ -392,12 +396,61 @@ static void rollout_run(case_data *cd, float *ad, int on, int merge, rollout_res
     rc.ignore_eos = 1;
     rc.kv_cache_bytes = 16 << 20;
     rc.lora_merge = merge;
+    rc.weights_bf16 = w16;
     rollout_engine *e = rollout_engine_new(&m, &rc);
     static const int32_t p0[] = {3, 9, 27, 81, 5}, p1[] = {100, 7};
     rollout_prompt pr[2] = {{p0, 5, 0}, {p1, 2, 1}};
-    rollout_generate(e, pr, 2, res);
+    if (only >= 0) rollout_generate(e, pr + only, 1, res);
+    else rollout_generate(e, pr, 2, res);
     rollout_engine_free(e);
     decoder_model_free(&m);
+}
+static void rollout_run(case_data *cd, float *ad, int on, int merge, rollout_result *res) {
+    rollout_run_base(cd, &cd->ps, NULL, 0, ad, on, merge, -1, res);
+}
+
+// n samples of a and b (from sample a0, b0 on) hold the same tokens and log-probs, bitwise.
+static int same_samples(const rollout_result *a, int a0, const rollout_result *b, int b0, int n) {
+    int same = 1;
+    for (int i = 0; i < n; i++) {
+        const rollout_sample *x = &a->samples[a0 + i], *y = &b->samples[b0 + i];
+        same &= x->len == y->len && memcmp(x->ids, y->ids, (size_t)x->len * 4) == 0 && bitwise(x->logprobs, y->logprobs, x->len);
+    }
+    return same;
+}
+
+// A frozen bf16 base (param_bf16) is read by the engine in place: what it samples, and the log-probs, are bitwise those
+// of the fp32 model holding the rounded values, with the side path, with adapters off, with merged weights and with
+// weights_bf16; a prompt decoded alone samples bitwise what it samples next to another (the fused side path keeps
+// rows batch invariant).
+static void test_rollout_bf16_base(void) {
+    case_data cd;
+    case_build(&cd, &CASES[2], 78);   // llama with biases, rsLoRA, q/v/o/down adapted
+    param_set r;
+    param_set_init(&r, &cd.pl);
+    for (int64_t i = 0; i < cd.pl.numel; i++) r.data[i] = st_bf16_to_f32(st_f32_to_bf16(cd.ps.data[i]));
+    param_bf16 pb;
+    param_bf16_init(&pb, &cd.ps);
+    static const char *what[4] = {"side path", "adapters off", "merged", "side path, weights_bf16"};
+    for (int k = 0; k < 4; k++) {
+        const int on = k != 1, merge = k == 2, w16 = k == 3;
+        rollout_result a, b;
+        rollout_run_base(&cd, &r, NULL, w16, cd.ad.data, on, merge, -1, &a);
+        rollout_run_base(&cd, NULL, &pb, w16, cd.ad.data, on, merge, -1, &b);
+        TL_CHECK(a.n_samples == b.n_samples && same_samples(&a, 0, &b, 0, a.n_samples),
+                 "rollout, %s: bf16 base read in place == fp32 model of the rounded values, bitwise", what[k]);
+        if (k == 0) {
+            rollout_result one;
+            rollout_run_base(&cd, NULL, &pb, 0, cd.ad.data, 1, 0, 1, &one);   // prompt 1 alone: its 2 samples
+            TL_CHECK(same_samples(&one, 0, &b, 2, 2), "rollout, side path on a bf16 base: a prompt alone == next to another, bitwise");
+            rollout_result_free(&one);
+        }
+        rollout_result_free(&a);
+        rollout_result_free(&b);
+    }
+    param_bf16_free(&pb);
+    param_set_free(&r);
+    case_free(&cd);
 }
 
 static void test_rollout(void) {
@@ -660,6 +713,7 @@ int main(void) {
         case_free(&cds[i]);
     }
     test_rollout();
+    test_rollout_bf16_base();
     if (have_torch) test_torch_written(root);
     else tl_skip("torch-written adapter: torch not importable");
     if (!getenv("RLC_KEEP")) tl_system("rm -rf %s", root);

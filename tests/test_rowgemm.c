@@ -1,6 +1,6 @@
 // test_rowgemm.c: the rollout engine's batch-invariant products (rowgemm.h): against double-precision dot
 // products, bitwise against the scalar definition, row results independent of batch and threads, bf16 weights,
-// fused products. The Makefile also builds this test against rowgemm compiled for other ISAs
+// fused products, and the LoRA side path fused into a product. The Makefile also builds this test against rowgemm compiled for other ISAs
 // (test_rowgemm_avx2, test_rowgemm_scalar), so the AVX2 kernel and the portable fallback are checked on an
 // AVX-512 machine too; RLC_EXPECT_ISA names the kernel such a build must run.
 #include <math.h>
@@ -160,6 +160,125 @@ static void test_rowgemm(void) {
     TL_CHECK(h[0] == 0x3F80 && h[1] == 0x3F80 && h[2] == 0x3F82, "bf16 RNE: %04x %04x %04x", h[0], h[1], h[2]);
 }
 
+// The LoRA side path inside the product (rowgemm_out.lora_a/lora_b): bitwise its definition (scalar product, then
+// u = x·Aᵀ, u *= s, out += u·Bᵀ) and the same sequence of separate rowgemm calls; against double at 1e-5; bf16
+// base weights; fused outputs with and without a side path; rows independent of batch and threads.
+static void test_rowgemm_lora(void) {
+    tl_rng r;
+    tl_rng_init(&r, 23);
+    // (T, C, OC, rank): batch 1 and 2 (the paired-row path), T tails and chunks, C and OC tails, r not a
+    // multiple of 16 or of the 8-row units, the padded-token path (C % 256 == 0, T >= 3), a rank of 256
+    const int64_t shapes[][4] = {{1, 64, 40, 8}, {2, 100, 37, 5}, {5, 256, 70, 32}, {13, 1024, 129, 16}, {30, 300, 33, 3},
+                                 {64, 256, 96, 32}, {3, 2100, 9, 12}, {7, 512, 50, 256}};
+    const float s = 0.6875f;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const int64_t T = shapes[si][0], C = shapes[si][1], OC = shapes[si][2], R = shapes[si][3];
+        float *x = tl_alloc_normal(&r, T * C, 1.f), *w = tl_alloc_normal(&r, OC * C, 1.f / sqrtf((float)C));
+        float *A = tl_alloc_normal(&r, R * C, 1.f / sqrtf((float)C)), *B = tl_alloc_normal(&r, OC * R, 0.5f);
+        float *bias = tl_alloc_normal(&r, OC, 1.f);
+        const size_t nb = (size_t)(T * OC) * 4;
+        float *o = rlc_alloc(nb), *o_def = rlc_alloc(nb), *o_sep = rlc_alloc(nb), *o_ref = rlc_alloc(nb);
+        float *u = rlc_alloc((size_t)(T * R) * 4);
+        char name[128];
+        for (int acc = 0; acc <= 1; acc++)
+            for (int hb = 0; hb <= 1; hb++) {
+                for (int64_t i = 0; i < T * OC; i++) o[i] = o_def[i] = o_sep[i] = o_ref[i] = acc ? 0.375f : 0.f;
+                rowgemm_out q = {.out = o, .ldo = OC, .w = w, .bias = hb ? bias : NULL, .OC = OC,
+                                 .lora_a = A, .lora_b = B, .lora_r = R, .lora_s = s};
+                rowgemm_forward_multi(&q, 1, x, T, C, acc);
+                rowgemm_out qd = q;
+                qd.out = o_def;
+                rowgemm_forward_lora_scalar(&qd, x, T, C, acc);
+                TL_CHECK(!memcmp(o, o_def, nb), "rowgemm LoRA%s%s == its scalar definition bitwise (T=%lld C=%lld OC=%lld r=%lld)",
+                         acc ? " accumulate" : "", hb ? " bias" : "", (long long)T, (long long)C, (long long)OC, (long long)R);
+                // the separate calls the side path replaces
+                rowgemm_out qs = {.out = o_sep, .ldo = OC, .w = w, .bias = hb ? bias : NULL, .OC = OC};
+                rowgemm_forward_multi(&qs, 1, x, T, C, acc);
+                rowgemm_forward(u, R, x, A, T, C, R, 0);
+                for (int64_t i = 0; i < T * R; i++) u[i] *= s;
+                rowgemm_forward(o_sep, OC, u, B, T, R, OC, 1);
+                TL_CHECK(!memcmp(o, o_sep, nb), "rowgemm LoRA%s%s == separate base, x·Aᵀ, ·s, ·Bᵀ calls bitwise (T=%lld r=%lld)",
+                         acc ? " accumulate" : "", hb ? " bias" : "", (long long)T, (long long)R);
+                rowgemm_out qr = q;
+                qr.out = o_ref;
+                rowgemm_forward_lora_ref(&qr, x, T, C, acc);
+                snprintf(name, sizeof name, "rowgemm LoRA%s%s vs double T=%lld C=%lld OC=%lld r=%lld", acc ? " accumulate" : "",
+                         hb ? " bias" : "", (long long)T, (long long)C, (long long)OC, (long long)R);
+                // fp32 dot products over C and over r plus three rounded adds/multiplies: 1e-5 as for rowgemm
+                tl_check_close(name, o, o_ref, T * OC, 1e-5);
+            }
+        // bf16 base weights with the side path == fp32 base of the rounded weights, bitwise
+        uint16_t *w16 = rlc_alloc((size_t)(OC * C) * 2);
+        rowgemm_to_bf16(w16, w, OC * C);
+        float *wr = rlc_alloc((size_t)(OC * C) * 4);
+        for (int64_t i = 0; i < OC * C; i++) {
+            uint32_t b = (uint32_t)w16[i] << 16;
+            memcpy(&wr[i], &b, 4);
+        }
+        {
+            const rowgemm_out q16 = {.out = o, .ldo = OC, .w16 = w16, .bias = bias, .OC = OC, .lora_a = A, .lora_b = B, .lora_r = R, .lora_s = s};
+            const rowgemm_out q32 = {.out = o_def, .ldo = OC, .w = wr, .bias = bias, .OC = OC, .lora_a = A, .lora_b = B, .lora_r = R, .lora_s = s};
+            rowgemm_forward_multi_bf16(&q16, 1, x, T, C, 0);
+            rowgemm_forward_lora_scalar(&q32, x, T, C, 0);
+            TL_CHECK(!memcmp(o, o_def, nb), "rowgemm LoRA on bf16 weights == scalar definition on the rounded weights (T=%lld r=%lld)",
+                     (long long)T, (long long)R);
+        }
+        // three fused outputs, side paths on outputs 0 and 2 (ranks R and 1 + R/2), bf16 and fp32, == single calls
+        if (OC >= 6) {
+            const int64_t oc[3] = {OC / 3, OC / 3 + 1, OC - 2 * (OC / 3) - 1}, ld = OC + 8, r2 = 1 + R / 2;
+            const size_t nf = (size_t)(T * ld) * 4;
+            float *f = rlc_alloc_zero(nf), *g = rlc_alloc_zero(nf);
+            for (int bf = 0; bf <= 1; bf++) {
+                rowgemm_out outs[3];
+                for (int j = 0, o0 = 0; j < 3; o0 += (int)oc[j], j++) {
+                    outs[j] = (rowgemm_out){.out = f + o0 + j * 2, .ldo = ld, .OC = oc[j]};
+                    if (bf) outs[j].w16 = w16 + o0 * C;
+                    else outs[j].w = w + o0 * C;
+                    if (j != 1) {
+                        outs[j].lora_a = A;
+                        outs[j].lora_b = B + o0 * R;   // (oc_j, r_j) rows of B, r_j <= R
+                        outs[j].lora_r = j == 0 ? R : r2;
+                        outs[j].lora_s = j == 0 ? s : 2.5f;
+                    }
+                    rowgemm_out one = outs[j];
+                    one.out = g + o0 + j * 2;
+                    if (bf) rowgemm_forward_multi_bf16(&one, 1, x, T, C, 1);
+                    else rowgemm_forward_multi(&one, 1, x, T, C, 0);
+                }
+                if (bf) rowgemm_forward_multi_bf16(outs, 3, x, T, C, 1);
+                else rowgemm_forward_multi(outs, 3, x, T, C, 0);
+                TL_CHECK(!memcmp(f, g, nf), "rowgemm_forward_multi%s with side paths on outputs 0 and 2 == single products (T=%lld r=%lld)",
+                         bf ? "_bf16 accumulate" : "", (long long)T, (long long)R);
+            }
+            rlc_free(f); rlc_free(g);
+        }
+        // batch invariance: a row alone (1, 2 or 3 threads) and a sub-batch of 3 == its rows in the batch
+        {
+            const rowgemm_out q = {.out = o, .ldo = OC, .w = w, .bias = bias, .OC = OC, .lora_a = A, .lora_b = B, .lora_r = R, .lora_s = s};
+            rowgemm_forward_multi(&q, 1, x, T, C, 0);
+            const int nth = omp_get_max_threads();
+            int same = 1;
+            for (int64_t t = 0; t < T; t += (T > 20 ? 7 : 1)) {
+                omp_set_num_threads(1 + (int)(t % 3));
+                rowgemm_out q1 = q;
+                q1.out = o_def;
+                rowgemm_forward_multi(&q1, 1, x + t * C, 1, C, 0);
+                if (memcmp(o_def, o + t * OC, (size_t)OC * 4)) same = 0;
+                if (t + 3 <= T) {
+                    rowgemm_forward_multi(&q1, 1, x + t * C, 3, C, 0);
+                    if (memcmp(o_def, o + t * OC, (size_t)(3 * OC) * 4)) same = 0;
+                }
+            }
+            omp_set_num_threads(nth);
+            TL_CHECK(same, "rowgemm LoRA rows bitwise independent of batch and threads (T=%lld C=%lld OC=%lld r=%lld)", (long long)T,
+                     (long long)C, (long long)OC, (long long)R);
+        }
+        rlc_free(w16); rlc_free(wr); rlc_free(u);
+        rlc_free(x); rlc_free(w); rlc_free(A); rlc_free(B); rlc_free(bias);
+        rlc_free(o); rlc_free(o_def); rlc_free(o_sep); rlc_free(o_ref);
+    }
+}
+
 int main(void) {
     const char *isa = rowgemm_isa();
     printf("rowgemm kernel: %s\n", isa);
@@ -171,5 +290,6 @@ int main(void) {
     }
 #endif
     test_rowgemm();
+    test_rowgemm_lora();
     return tl_summary();
 }

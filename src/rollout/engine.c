@@ -3,8 +3,10 @@
 
 #include <math.h>
 #include <omp.h>
+#include <stddef.h>
 #include <stdio.h>
 
+#include "core/bf16.h"
 #include "core/common.h"
 #include "kernels/kernels.h"
 #include "rollout/kv_cache.h"
@@ -58,7 +60,9 @@ struct rollout_engine {
     uint16_t *w16;           // (numel) bf16 copy in the parameter layout, or NULL
     float *wm;               // (numel) fp32 merged copy W + s·B·A (lora_merge without weights_bf16), or NULL
     int lora_merged;         // the adapters live in w16 / wm (lora_merge): no side path
-    float *lora_u;           // (T_max, r) side-path scratch
+    const uint16_t *base16;  // (numel) the model's frozen bf16 base (param_bf16, LoRA), read in place, or NULL
+    layer_weights *lwv;      // (L) with base16: each layer's norms and biases (fp32, widened once); matrices NULL
+    float *vec;              // the storage of lwv's vectors
     int64_t T_max;           // tokens per step
     float *x, *xn, *q, *k, *v, *qn, *kn, *att, *gate, *up, *act, *rstd;   // (T_max, ...) step buffers
     int32_t *tok, *pos, *tok_seq;                                         // (T_max)
@@ -141,6 +145,45 @@ static void kv_pools_init(rollout_engine *e, int64_t budget) {
     }
 }
 
+// The frozen base of a LoRA model kept in bf16 (param_bf16_get_block) is read in place: its projections by the bf16
+// rowgemm kernels (bitwise the fp32 kernels on the widened values), its few vectors widened once here. Without
+// this, every layer of every decode step would be widened to fp32 first.
+static const size_t LW_FIELD[LW_COUNT] = {
+    offsetof(layer_weights, in_norm),   offsetof(layer_weights, wq),        offsetof(layer_weights, bq),
+    offsetof(layer_weights, wk),        offsetof(layer_weights, bk),        offsetof(layer_weights, wv),
+    offsetof(layer_weights, bv),        offsetof(layer_weights, wo),        offsetof(layer_weights, bo),
+    offsetof(layer_weights, q_norm),    offsetof(layer_weights, k_norm),    offsetof(layer_weights, post_norm),
+    offsetof(layer_weights, pre_ff_norm), offsetof(layer_weights, w_gate),  offsetof(layer_weights, b_gate),
+    offsetof(layer_weights, w_up),      offsetof(layer_weights, b_up),      offsetof(layer_weights, w_down),
+    offsetof(layer_weights, b_down),    offsetof(layer_weights, post_ff_norm)};
+
+static void base16_init(rollout_engine *e) {
+    const decoder_model *m = e->m;
+    if (m->get_block != param_bf16_get_block) return;
+    const param_bf16 *pb = m->get_block_ctx;
+    const param_layout *pl = m->pl;
+    CHECK(pb && pb->pl == pl && pb->w16, "rollout: the bf16 base is built on another layout");
+    const int L = m->cfg->num_hidden_layers;
+    int64_t n = 0;
+    for (int i = 0; i < pl->n_tensors; i++)
+        if (pl->tensors[i].block >= 1 && pl->tensors[i].block <= L && pl->tensors[i].ndim == 1) n += pl->tensors[i].numel;
+    e->base16 = pb->w16;
+    e->lwv = rlc_calloc((size_t)L, sizeof(layer_weights));
+    e->vec = rlc_alloc((size_t)(n ? n : 1) * sizeof(float));
+    int64_t at = 0;
+    for (int i = 0; i < pl->n_tensors; i++) {
+        const param_tensor *t = &pl->tensors[i];
+        if (t->block < 1 || t->block > L || t->ndim != 1) continue;
+        const int64_t rel = t->offset - pl->block_off[t->block];
+        int k = 0;
+        while (k < LW_COUNT && pl->layer_off[k] != rel) k++;
+        CHECK(k < LW_COUNT, "rollout: tensor %s at no layer offset", t->name);
+        for (int64_t j = 0; j < t->numel; j++) e->vec[at + j] = bf16_to_f32(pb->w16[t->offset + j]);
+        *(float **)((char *)&e->lwv[t->block - 1] + LW_FIELD[k]) = e->vec + at;
+        at += t->numel;
+    }
+}
+
 static float *block_base(const decoder_model *m, int b) {
     float *p = m->get_block ? m->get_block(m->get_block_ctx, b) : m->block_w[b];
     CHECK(p, "rollout: no weights for block %d (set decoder_model.block_w or get_block)", b);
@@ -191,10 +234,11 @@ rollout_engine *rollout_engine_new(decoder_model *m, const rollout_config *cfg) 
     e->n_ws = omp_get_max_threads();
     e->ws = rlc_calloc((size_t)e->n_ws, sizeof(sampler_ws));
     for (int i = 0; i < e->n_ws; i++) sampler_ws_init(&e->ws[i], c->vocab_size);
-    if (m->lora) e->lora_u = rlc_alloc((size_t)(T * m->lora->rank) * sizeof(float));
     e->lora_merged = m->lora && cfg->lora_merge;
-    if (cfg->weights_bf16) e->w16 = rlc_alloc((size_t)m->pl->numel * sizeof(uint16_t));
-    else if (e->lora_merged) e->wm = rlc_alloc((size_t)m->pl->numel * sizeof(float));
+    base16_init(e);
+    // a bf16 copy of a bf16 base would be the base itself: without merged weights the base serves as it is
+    if (cfg->weights_bf16 && (!e->base16 || e->lora_merged)) e->w16 = rlc_alloc((size_t)m->pl->numel * sizeof(uint16_t));
+    else if (e->lora_merged && !cfg->weights_bf16) e->wm = rlc_alloc((size_t)m->pl->numel * sizeof(float));
     rollout_engine_sync_weights(e);
     return e;
 }
@@ -228,7 +272,8 @@ void rollout_engine_free(rollout_engine *e) {
         if (e->has_pool[p]) kv_cache_free(&e->kv[p]);
     rlc_free(e->w16);
     rlc_free(e->wm);
-    rlc_free(e->lora_u);
+    rlc_free(e->vec);
+    free(e->lwv);
     float *bufs[] = {e->x, e->xn, e->q, e->qn, e->att, e->k, e->kn, e->v, e->gate, e->up, e->act, e->rstd, e->xs, e->hid, e->logits};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) rlc_free(bufs[i]);
     free(e->tok);
@@ -255,34 +300,35 @@ int64_t rollout_engine_kv_bytes(const rollout_engine *e) {
 
 // ---- the packed forward ------------------------------------------------------------------------------------
 
-// A weight matrix in fp32 (master) and, with the bf16 switch, its bf16 copy at the same layout offset; its bias
+// Projection `kind` (LW_Q ...) of layer l, block base `base` (fp32; NULL with base16): fp32 (master), or with the
+// bf16 switch its bf16 copy at the same layout offset, or merged weights, or the frozen bf16 base itself. Its bias
 // (OC) or NULL stays fp32 (added to the product's sum before the store or the residual add, as torch's linear).
-static rowgemm_out mm_out(const rollout_engine *e, float *out, int64_t ldo, const float *w, const float *bias,
-                          const float *wbase, int64_t wbase_off, int64_t OC) {
-    rowgemm_out o = {.out = out, .ldo = ldo, .bias = bias, .OC = OC};
-    if (e->w16) o.w16 = e->w16 + wbase_off + (w - wbase);
-    else if (e->wm) o.w = e->wm + wbase_off + (w - wbase);
-    else o.w = w;
-    return o;
-}
-
-// The unmerged LoRA side path of projection p of layer l: y (T, ldy) += (s·(x·Aᵀ))·Bᵀ, x (T, in), both products
-// rowgemm sums, so a row's bits stay independent of the batch. Nothing without adapters, with them off or merged.
-static void lora_side(const rollout_engine *e, int l, int p, float *y, int64_t ldy, const float *x, int64_t T) {
+// Adapted projections (LoRA on, not merged) carry the rank-r side path y += s·(x·Aᵀ)·Bᵀ, read from the model's
+// adapter buffer and fused into the product's parallel region (rowgemm.h): rows stay batch invariant.
+static rowgemm_out mm_out(const rollout_engine *e, float *out, int64_t ldo, const float *base, int l, int kind,
+                          const float *bias, int64_t OC, int proj) {
     const decoder_model *m = e->m;
-    if (!m->lora || !m->lora_on || e->lora_merged || !lora_adapted(m->lora, l, p)) return;
-    CHECK(e->lora_u, "rollout: adapters attached after rollout_engine_new (call decoder_set_lora first)");
+    const int64_t loff = m->pl->layer_off[kind], off = m->pl->block_off[1 + l] + loff;
+    rowgemm_out o = {.out = out, .ldo = ldo, .bias = bias, .OC = OC};
+    if (e->w16) o.w16 = e->w16 + off;
+    else if (e->wm) o.w = e->wm + off;
+    else if (e->base16) o.w16 = e->base16 + off;
+    else o.w = base + loff;
     const lora_layout *ll = m->lora;
-    const int64_t i = (int64_t)l * LORA_NPROJ + p, r = ll->rank;
-    rowgemm_forward(e->lora_u, r, x, m->lora_w + ll->a_off[i], T, ll->in[p], r, 0);
-    const float s = ll->scale;
-    for (int64_t j = 0; j < T * r; j++) e->lora_u[j] *= s;
-    rowgemm_forward(y, ldy, e->lora_u, m->lora_w + ll->b_off[i], T, r, ll->out[p], 1);
+    if (ll && m->lora_on && !e->lora_merged && lora_adapted(ll, l, proj)) {
+        const int64_t i = (int64_t)l * LORA_NPROJ + proj;
+        o.lora_a = m->lora_w + ll->a_off[i];
+        o.lora_b = m->lora_w + ll->b_off[i];
+        o.lora_r = ll->rank;
+        o.lora_s = ll->scale;
+    }
+    return o;
 }
 // The products of one input x (T, C), fused into one parallel region.
 static void mm(const rollout_engine *e, const rowgemm_out *outs, int n, const float *x, int64_t T, int64_t C,
                int accumulate) {
-    if (e->w16) rowgemm_forward_multi_bf16(outs, n, x, T, C, accumulate);
+    (void)e;   // mm_out chose the weights' storage
+    if (outs[0].w16) rowgemm_forward_multi_bf16(outs, n, x, T, C, accumulate);
     else rowgemm_forward_multi(outs, n, x, T, C, accumulate);
 }
 
@@ -311,21 +357,21 @@ static void forward_tokens(rollout_engine *e, int64_t T, const kv_tables *kt) {
     const int64_t H = c->hidden_size, D = c->head_dim, nh = c->num_attention_heads, nkv = c->num_key_value_heads;
     const int64_t QD = nh * D, KD = nkv * D, I = c->intermediate_size;
     const float eps = c->rms_norm_eps, w_off = c->norm_plus_one ? 1.0f : 0.0f;
+    CHECK(!e->base16 || (m->get_block == param_bf16_get_block && ((const param_bf16 *)m->get_block_ctx)->w16 == e->base16),
+          "rollout: the model's bf16 base changed after rollout_engine_new");
     decoder_embed(m, e->x, e->tok, T);
     for (int l = 0; l < c->num_hidden_layers; l++) {
-        float *base = block_base(m, 1 + l);
-        const int64_t off = m->pl->block_off[1 + l];
+        float *base = e->base16 ? NULL : block_base(m, 1 + l);
         const rope_table *rt = decoder_rope(m, l);
         layer_weights lw;
-        param_layer_view(m->pl, base, &lw);
+        if (e->base16) lw = e->lwv[l];
+        else param_layer_view(m->pl, base, &lw);
         rmsnorm_forward_off(e->xn, e->rstd, e->x, lw.in_norm, w_off, T, H, eps);
         float *qp = c->qk_norm ? e->q : e->qn, *kp = c->qk_norm ? e->k : e->kn;   // without q/k norms: straight to RoPE
-        const rowgemm_out qkv[3] = {mm_out(e, qp, QD, lw.wq, lw.bq, base, off, QD), mm_out(e, kp, KD, lw.wk, lw.bk, base, off, KD),
-                                    mm_out(e, e->v, KD, lw.wv, lw.bv, base, off, KD)};
+        const rowgemm_out qkv[3] = {mm_out(e, qp, QD, base, l, LW_Q, lw.bq, QD, LORA_Q),
+                                    mm_out(e, kp, KD, base, l, LW_K, lw.bk, KD, LORA_K),
+                                    mm_out(e, e->v, KD, base, l, LW_V, lw.bv, KD, LORA_V)};
         mm(e, qkv, 3, e->xn, T, H, 0);
-        lora_side(e, l, LORA_Q, qp, QD, e->xn, T);
-        lora_side(e, l, LORA_K, kp, KD, e->xn, T);
-        lora_side(e, l, LORA_V, e->v, KD, e->xn, T);
         if (c->qk_norm) {
             rmsnorm_forward_off(e->qn, e->rstd, e->q, lw.q_norm, w_off, T * nh, D, eps);
             rmsnorm_forward_off(e->kn, e->rstd, e->k, lw.k_norm, w_off, T * nkv, D, eps);
@@ -334,34 +380,28 @@ static void forward_tokens(rollout_engine *e, int64_t T, const kv_tables *kt) {
         rope_forward(e->kn, e->pos, rt, T, nkv);
         layer_attention(e, l, e->att, e->qn, e->kn, e->v, T, kt);
         if (c->sandwich_norm) {   // x += post_attn_norm(o_proj(attn)); xn = pre_ff_norm(x)
-            const rowgemm_out o_proj = mm_out(e, e->xn, H, lw.wo, lw.bo, base, off, H);
+            const rowgemm_out o_proj = mm_out(e, e->xn, H, base, l, LW_O, lw.bo, H, LORA_O);
             mm(e, &o_proj, 1, e->att, T, QD, 0);
-            lora_side(e, l, LORA_O, e->xn, H, e->att, T);
             rmsnorm_forward_off(e->xn, e->rstd, e->xn, lw.post_norm, w_off, T, H, eps);
             residual_forward(e->x, e->x, e->xn, T * H);
             rmsnorm_forward_off(e->xn, e->rstd, e->x, lw.pre_ff_norm, w_off, T, H, eps);
         } else {
-            const rowgemm_out o_proj = mm_out(e, e->x, H, lw.wo, lw.bo, base, off, H);
+            const rowgemm_out o_proj = mm_out(e, e->x, H, base, l, LW_O, lw.bo, H, LORA_O);
             mm(e, &o_proj, 1, e->att, T, QD, 1);   // x += o_proj(attn)
-            lora_side(e, l, LORA_O, e->x, H, e->att, T);
             rmsnorm_forward_off(e->xn, e->rstd, e->x, lw.post_norm, w_off, T, H, eps);
         }
-        const rowgemm_out gate_up[2] = {mm_out(e, e->gate, I, lw.w_gate, lw.b_gate, base, off, I),
-                                        mm_out(e, e->up, I, lw.w_up, lw.b_up, base, off, I)};
+        const rowgemm_out gate_up[2] = {mm_out(e, e->gate, I, base, l, LW_GATE, lw.b_gate, I, LORA_GATE),
+                                        mm_out(e, e->up, I, base, l, LW_UP, lw.b_up, I, LORA_UP)};
         mm(e, gate_up, 2, e->xn, T, H, 0);
-        lora_side(e, l, LORA_GATE, e->gate, I, e->xn, T);
-        lora_side(e, l, LORA_UP, e->up, I, e->xn, T);
         glu_forward(e->act, e->gate, e->up, T * I, c->hidden_act);
         if (c->sandwich_norm) {   // x += post_ff_norm(down(act))
-            const rowgemm_out down = mm_out(e, e->xn, H, lw.w_down, lw.b_down, base, off, H);
+            const rowgemm_out down = mm_out(e, e->xn, H, base, l, LW_DOWN, lw.b_down, H, LORA_DOWN);
             mm(e, &down, 1, e->act, T, I, 0);
-            lora_side(e, l, LORA_DOWN, e->xn, H, e->act, T);
             rmsnorm_forward_off(e->xn, e->rstd, e->xn, lw.post_ff_norm, w_off, T, H, eps);
             residual_forward(e->x, e->x, e->xn, T * H);
         } else {
-            const rowgemm_out down = mm_out(e, e->x, H, lw.w_down, lw.b_down, base, off, H);
+            const rowgemm_out down = mm_out(e, e->x, H, base, l, LW_DOWN, lw.b_down, H, LORA_DOWN);
             mm(e, &down, 1, e->act, T, I, 1);   // x += mlp
-            lora_side(e, l, LORA_DOWN, e->x, H, e->act, T);
         }
     }
 }
@@ -384,13 +424,12 @@ static void reserve_rows(rollout_engine *e, int64_t R) {
 static void logits_rows(rollout_engine *e, int64_t R) {
     const model_config *c = e->m->cfg;
     const int64_t H = c->hidden_size, V = c->vocab_size;
-    const float *w = decoder_lm_head(e->m);
-    if (e->w16) {
+    if (e->w16 || e->base16) {   // the bf16 copy, else the frozen bf16 base itself
         const param_layout *pl = e->m->pl;
         const int64_t off = c->tie_word_embeddings ? 0 : pl->block_off[pl->n_blocks - 1] + H;
-        rowgemm_forward_bf16(e->logits, V, e->hid, e->w16 + off, R, H, V, 0);
+        rowgemm_forward_bf16(e->logits, V, e->hid, (e->w16 ? e->w16 : e->base16) + off, R, H, V, 0);
     } else {
-        rowgemm_forward(e->logits, V, e->hid, w, R, H, V, 0);
+        rowgemm_forward(e->logits, V, e->hid, decoder_lm_head(e->m), R, H, V, 0);
     }
     logits_softcap(e->logits, R * V, c->final_logit_softcapping);
 }

@@ -371,17 +371,29 @@ static int64_t split_next(split_range *rg, int nt, int t) {
     }
 }
 
+// Rows of A per unit of the side path's first phase: u (T, r) of each LoRA output splits into r / LORA_ROWS units.
+#define LORA_ROWS 8
+
 // All slabs of all outputs form one index space, so fused products (q/k/v, gate/up) share one parallel region
-// and one tail, split by split_next.
+// and one tail, split by split_next. Outputs with a LoRA side path first get their u = s·(x·Aᵀ) (T, r), units of
+// LORA_ROWS rows of A dealt round-robin before a barrier; then the slab that computes rows [o0, o0 + rw) adds
+// u·B[o0 .. o0+rw)ᵀ to them right after its product, so no other thread ever touches those rows in between.
 #define DEFINE_GEMM(NAME, MULTI, WT, WF, SLABFN)                                                               \
     void MULTI(const rowgemm_out *outs, int n, const float *x, int64_t T, int64_t C, int accumulate) {         \
         CHECK(n >= 1 && n <= ROWGEMM_MAX_OUTS && T >= 0 && C > 0, #MULTI ": n=%d T=%lld C=%lld", n,            \
               (long long)T, (long long)C);                                                                     \
-        int64_t first[ROWGEMM_MAX_OUTS + 1] = {0};                                                             \
+        int64_t first[ROWGEMM_MAX_OUTS + 1] = {0}, ufirst[ROWGEMM_MAX_OUTS + 1] = {0};                         \
+        int64_t uoff[ROWGEMM_MAX_OUTS] = {0}, un = 0;                                                          \
         for (int j = 0; j < n; j++) {                                                                          \
             CHECK(outs[j].OC > 0 && outs[j].ldo >= outs[j].OC && outs[j].WF, #MULTI ": out %d OC=%lld ldo=%lld", \
                   j, (long long)outs[j].OC, (long long)outs[j].ldo);                                           \
             first[j + 1] = first[j] + (outs[j].OC + SLAB - 1) / SLAB;                                          \
+            const int64_t r = outs[j].lora_a ? outs[j].lora_r : 0;                                             \
+            CHECK(!outs[j].lora_a || (r >= 1 && outs[j].lora_b), #MULTI ": out %d LoRA r=%lld B=%p", j,         \
+                  (long long)r, (const void *)outs[j].lora_b);                                                 \
+            ufirst[j + 1] = ufirst[j] + (r + LORA_ROWS - 1) / LORA_ROWS;                                       \
+            uoff[j] = un;                                                                                      \
+            un += T * r;                                                                                       \
         }                                                                                                      \
         if (T == 0) return;                                                                                    \
         /* Token rows a multiple of 1 KiB apart map to a few L1 sets, which the 6-token tile then thrashes  */ \
@@ -395,13 +407,28 @@ static int64_t split_next(split_range *rg, int nt, int t) {
             for (int64_t t = 0; t < T; t++) memcpy(xbuf + t * ldx, x + t * C, (size_t)C * sizeof(float));      \
             xp = xbuf;                                                                                         \
         }                                                                                                      \
+        float *u = un ? rlc_alloc((size_t)un * sizeof(float)) : NULL; /* (T, r_j) per LoRA output at uoff */  \
         const int nt = omp_get_max_threads();                                                                  \
         split_range *rg = aligned_alloc(64, (size_t)nt * sizeof(split_range));                                 \
         CHECK(rg && first[n] < ((int64_t)1 << 31), #MULTI ": %d work ranges over %lld slabs", nt,             \
               (long long)first[n]);                                                                            \
         split_init(rg, nt, first[n]);                                                                          \
         _Pragma("omp parallel num_threads(nt)") {                                                              \
-            const int th = omp_get_thread_num();                                                               \
+            const int th = omp_get_thread_num(), nth = omp_get_num_threads();                                  \
+            if (un) {                                                                                          \
+                for (int64_t s = th; s < ufirst[n]; s += nth) {                                                \
+                    int j = 0;                                                                                 \
+                    while (s >= ufirst[j + 1]) j++;                                                            \
+                    const rowgemm_out *q = &outs[j];                                                           \
+                    const int64_t r = q->lora_r, k0 = (s - ufirst[j]) * LORA_ROWS;                             \
+                    const int rw = (int)(r - k0 < LORA_ROWS ? r - k0 : LORA_ROWS);                             \
+                    float *uj = u + uoff[j];                                                                   \
+                    slab_f32(uj + k0, r, xp, ldx, q->lora_a + k0 * C, T, C, rw, NULL, 0);                      \
+                    for (int64_t t = 0; t < T; t++)                                                            \
+                        for (int k = 0; k < rw; k++) uj[t * r + k0 + k] *= q->lora_s;                          \
+                }                                                                                              \
+                _Pragma("omp barrier")                                                                         \
+            }                                                                                                  \
             for (int64_t s; (s = split_next(rg, nt, th)) >= 0;) {                                              \
                 int j = 0;                                                                                     \
                 while (s >= first[j + 1]) j++;                                                                 \
@@ -410,9 +437,13 @@ static int64_t split_next(split_range *rg, int nt, int t) {
                 const int rw = (int)(q->OC - o0 < SLAB ? q->OC - o0 : SLAB);                                   \
                 SLABFN(q->out + o0, q->ldo, xp, ldx, q->WF + o0 * C, T, C, rw, q->bias ? q->bias + o0 : NULL,  \
                        accumulate);                                                                            \
+                if (q->lora_a)                                                                                 \
+                    slab_f32(q->out + o0, q->ldo, u + uoff[j], q->lora_r, q->lora_b + o0 * q->lora_r, T,       \
+                             q->lora_r, rw, NULL, 1);                                                          \
             }                                                                                                  \
         }                                                                                                      \
         free(rg);                                                                                              \
+        rlc_free(u);                                                                                           \
         rlc_free(xbuf);                                                                                        \
     }                                                                                                          \
     void NAME(float *out, int64_t ldo, const float *x, const WT *w, int64_t T, int64_t C, int64_t OC,          \
@@ -441,6 +472,38 @@ void rowgemm_forward_ref(float *out, int64_t ldo, const float *x, const float *w
             float *p = out + t * ldo + o;
             *p = accumulate ? (float)((double)*p + s) : (float)s;
         }
+}
+
+void rowgemm_forward_lora_scalar(const rowgemm_out *o, const float *x, int64_t T, int64_t C, int accumulate) {
+    CHECK(o->w && o->lora_a && o->lora_b && o->lora_r >= 1, "rowgemm_forward_lora_scalar: fp32 weights and A, B");
+    const int64_t r = o->lora_r;
+    rowgemm_forward_scalar(o->out, o->ldo, x, o->w, o->bias, T, C, o->OC, accumulate);
+    float *u = rlc_alloc((size_t)(T * r) * sizeof(float));   // (T, r)
+    rowgemm_forward_scalar(u, r, x, o->lora_a, NULL, T, C, r, 0);
+    for (int64_t i = 0; i < T * r; i++) u[i] *= o->lora_s;
+    rowgemm_forward_scalar(o->out, o->ldo, u, o->lora_b, NULL, T, r, o->OC, 1);
+    rlc_free(u);
+}
+
+void rowgemm_forward_lora_ref(const rowgemm_out *o, const float *x, int64_t T, int64_t C, int accumulate) {
+    CHECK(o->w && o->lora_a && o->lora_b && o->lora_r >= 1, "rowgemm_forward_lora_ref: fp32 weights and A, B");
+    const int64_t r = o->lora_r;
+    double *u = rlc_malloc((size_t)r * sizeof(double));   // (r) one token's x·Aᵀ
+    for (int64_t t = 0; t < T; t++) {
+        for (int64_t k = 0; k < r; k++) {
+            double acc = 0;
+            for (int64_t c = 0; c < C; c++) acc += (double)x[t * C + c] * (double)o->lora_a[k * C + c];
+            u[k] = acc * (double)o->lora_s;
+        }
+        for (int64_t j = 0; j < o->OC; j++) {
+            double acc = o->bias ? (double)o->bias[j] : 0.0;
+            for (int64_t c = 0; c < C; c++) acc += (double)x[t * C + c] * (double)o->w[j * C + c];
+            for (int64_t k = 0; k < r; k++) acc += u[k] * (double)o->lora_b[j * r + k];
+            float *p = o->out + t * o->ldo + j;
+            *p = accumulate ? (float)((double)*p + acc) : (float)acc;
+        }
+    }
+    free(u);
 }
 
 const char *rowgemm_isa(void) { return ROWGEMM_ISA; }

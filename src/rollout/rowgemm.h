@@ -23,6 +23,14 @@ void rowgemm_forward(float *out, int64_t ldo, const float *x, const float *w, in
 // 0..OC_j-1] (= or +=) x @ w_j^T + bias_j, w_j (OC_j, C). Each output's bits are those of rowgemm_forward alone.
 // A bias is added to the product's sum before it is stored or accumulated, out = out + (sum + bias[o]), the
 // order of torch's x + linear(h) in fp32.
+//
+// An output may carry a LoRA side path (lora_a != NULL): after its product is stored or accumulated,
+// out += (s·(x·Aᵀ))·Bᵀ, A (r, C), B (OC, r) fp32, both products rowgemm sums (u = x·Aᵀ a sum over C, rounded,
+// times s, rounded; then a sum over r added to out). So the result is bitwise that of the separate calls
+//   rowgemm_forward(out, x, w); rowgemm_forward(u, x, A); u *= s; rowgemm_forward(out, u, B, accumulate = 1)
+// (rowgemm_forward_lora_scalar), and rows stay batch invariant. The rank-r u (T, r) of every such output is
+// computed first, split over the threads, then each slab adds its rows' side term right after its product,
+// all in the one parallel region of the base product.
 #define ROWGEMM_MAX_OUTS 4
 typedef struct {
     float *out;           // (T, ldo)
@@ -31,6 +39,10 @@ typedef struct {
     const uint16_t *w16;  // (OC, C) bf16, for rowgemm_forward_multi_bf16
     const float *bias;    // (OC) fp32, or NULL: none
     int64_t OC;
+    const float *lora_a;  // (lora_r, C) fp32 LoRA A, or NULL: no side path
+    const float *lora_b;  // (OC, lora_r) fp32 LoRA B
+    int64_t lora_r;       // rank r >= 1
+    float lora_s;         // scale s
 } rowgemm_out;
 void rowgemm_forward_multi(const rowgemm_out *outs, int n, const float *x, int64_t T, int64_t C, int accumulate);
 void rowgemm_forward_multi_bf16(const rowgemm_out *outs, int n, const float *x, int64_t T, int64_t C, int accumulate);
@@ -44,6 +56,11 @@ void rowgemm_forward_scalar(float *out, int64_t ldo, const float *x, const float
 // Reference: double-precision dot products plus bias (or NULL). Tests only.
 void rowgemm_forward_ref(float *out, int64_t ldo, const float *x, const float *w, const float *bias, int64_t T,
                          int64_t C, int64_t OC, int accumulate);
+// An output with a LoRA side path (o->lora_a set; o->w fp32), as its arithmetic is defined: the scalar product,
+// then u (T, r) = x·Aᵀ (scalar), u *= s, out += u·Bᵀ (scalar). Tests only.
+void rowgemm_forward_lora_scalar(const rowgemm_out *o, const float *x, int64_t T, int64_t C, int accumulate);
+// Reference in double: out (=, +=) x·wᵀ + bias + s·(x·Aᵀ)·Bᵀ, rounded once. Tests only.
+void rowgemm_forward_lora_ref(const rowgemm_out *o, const float *x, int64_t T, int64_t C, int accumulate);
 
 // The kernel this build runs: "avx512", "avx2" (x86-64-v3 without AVX-512) or "scalar" (the definition above).
 const char *rowgemm_isa(void);
