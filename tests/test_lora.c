@@ -191,9 +191,10 @@ typedef struct {
 
 // Forward, log-probs and (when ad != NULL) the backward on the adapters; base frozen, no base gradient buffer.
 static void run(case_data *cd, float *ad, int lora_on, ckpt_mode mode, run_out *o) {
-    backend_ctx *be = NULL;
+    // the whole batch at once, as a model with adapters attached runs it: the bitwise checks compare with the base
+    backend_ctx be = {.n_threads = 0, .row_split = -1};
     decoder_model m;
-    decoder_model_init(&m, &cd->pl, &cd->ps, be);
+    decoder_model_init(&m, &cd->pl, &cd->ps, &be);
     param_set_init(&o->g, &cd->ll.pl);
     if (ad) {
         decoder_set_lora(&m, &cd->ll, ad, o->g.data);

@@ -65,6 +65,12 @@ static float *get_block_copy(void *ctx, int block) {
     return param_block(&g->copy, block);
 }
 static void check_block_seam(case_data *cd, decoder_model *m, run_out *o_none) {
+    (void)o_none;
+    // the seam keeps the batch whole (decoder.c, "sequence split"): the reference is the whole path too
+    run_out whole;
+    const int rs = m->be->row_split;
+    m->be->row_split = -1;
+    run_model(cd, m, CKPT_FULL, 1, &whole);
     gathered g = {.calls = 0};
     param_set_init(&g.copy, &cd->pl);
     memcpy(g.copy.data, cd->ps.data, (size_t)cd->pl.numel * 4);
@@ -75,11 +81,13 @@ static void check_block_seam(case_data *cd, decoder_model *m, run_out *o_none) {
     run_model(cd, m, CKPT_FULL, 1, &o);
     char what[160];
     snprintf(what, sizeof what, "%s get_block seam: logp", cd->name);
-    tl_check_close(what, o.logp, o_none->logp, cd->T, 1e-6);
+    tl_check_close(what, o.logp, whole.logp, cd->T, 1e-6);
     snprintf(what, sizeof what, "%s get_block seam: grads", cd->name);
-    tl_check_close(what, o.g.data, o_none->g.data, cd->pl.numel, 1e-6);
+    tl_check_close(what, o.g.data, whole.g.data, cd->pl.numel, 1e-6);
     TL_CHECK(g.calls > 0, "get_block never called");
+    m->be->row_split = rs;
     run_free(&o);
+    run_free(&whole);
     m->get_block = NULL;
     m->get_block_ctx = NULL;
     memcpy(cd->ps.data, g.copy.data, (size_t)cd->pl.numel * 4);
@@ -122,8 +130,15 @@ static void check_internal(case_data *cd, decoder_model *m, run_out *o_none) {
             decoder_layer_out(m, l, x, att, T);
         }
         decoder_final_norm(m, hid, x, T);
+        // the pieces run the batch whole: against the forward with the sequence split off (decoder.c)
+        float *whole = malloc((size_t)(T * H) * 4);
+        const int rs = m->be->row_split;
+        m->be->row_split = -1;
+        decoder_forward(m, NULL, &cd->b, whole);
+        m->be->row_split = rs;
         snprintf(what, sizeof what, "%s layer pieces == forward", nm);
-        tl_check_close(what, hid, o_none->hidden, T * H, 1e-6);
+        tl_check_close(what, hid, whole, T * H, 1e-6);
+        free(whole);
         free(x); free(q); free(k); free(v); free(att); free(lse);
     }
     // backward accumulates: a second backward into the same grads doubles them

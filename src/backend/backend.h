@@ -5,6 +5,10 @@
 
 typedef struct {
     int n_threads;            // OpenMP + BLAS threads (>= 1)
+    // How the decoder spreads a packed batch over the threads (decoder.c, "sequence split"): 0 = automatic (small
+    // models: each thread runs whole sequences through every layer, with single-threaded kernels and sgemm);
+    // -1 = never (each kernel and sgemm threaded on its own); 1 = whenever there are enough sequences (tests).
+    int row_split;
     char blas_core[64];       // OpenBLAS kernel family actually in use, e.g. "SkylakeX", "Haswell", "Prescott"
     char blas_config[256];    // openblas_get_config()
 } backend_ctx;

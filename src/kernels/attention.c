@@ -30,12 +30,19 @@
 #include "backend/backend.h"
 #include "core/common.h"
 #include "kernels/attention_check.h"
+#include "kernels/kmath.h"
 
 #if defined(__AVX512F__) && !defined(RLC_ATT_NO_SIMD)
 #define ATT_SIMD 1
+#define ATT_AVX2 0
+#include <immintrin.h>
+#elif defined(__AVX2__) && defined(__FMA__) && !defined(RLC_ATT_NO_SIMD)
+#define ATT_SIMD 0
+#define ATT_AVX2 1
 #include <immintrin.h>
 #else
 #define ATT_SIMD 0
+#define ATT_AVX2 0
 #endif
 
 // Largest query / key block (tokens of one sequence). Per sequence: min(max, next_pow2(len)).
@@ -167,6 +174,82 @@ static void gemm_blk(int64_t M, int64_t N, int64_t K, float alpha, const float *
         const int64_t w = N - c0 < 16 * MK_NV ? N - c0 : 16 * MK_NV;
         const int nv = (int)((w + 15) / 16);
         const __mmask16 lm = tail_mask(w - 16 * (nv - 1));
+        for (int64_t r0 = 0; r0 < M; r0 += MK_R) {
+            const int R = (int)(M - r0 < MK_R ? M - r0 : MK_R);
+            int64_t k0 = 0, k1 = K;
+            if (cz) causal_range(cz, r0, R, c0, w, K, &k0, &k1);
+            if (k1 <= k0) continue;
+            MK_TABLE[R - 1][nv - 1](k1 - k0, A + r0 * ars + k0 * aks, ars, aks, B + k0 * ldb + c0, ldb, C + r0 * ldc + c0,
+                                    ldc, alpha, acc, lm);
+        }
+    }
+}
+#elif ATT_AVX2
+// The same register tiles in 8-float AVX2 vectors (Zen 2/3, Haswell..Ice Lake clients): 6 rows x 2 vectors (16
+// columns), 12 accumulators of the 16 ymm registers. A block product is some thousands of flops, where an
+// sgemm call's set-up costs as much as the product; this also keeps the causal tile skipping. The last vector
+// of a row is loaded/stored under the lane mask lm.
+static inline __m256i tail_mask8(int64_t n) {   // lanes [0, min(n, 8))
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n < 8 ? n : 8)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+#define MK_R 6    // rows per register tile
+#define MK_NV 2   // 8-float vectors per register tile row (16 columns)
+static inline __attribute__((always_inline)) void mk_tile(const int R, const int NV, int64_t K, const float *A,
+                                                          int64_t ars, int64_t aks, const float *B, int64_t ldb,
+                                                          float *C, int64_t ldc, float alpha, int acc, __m256i lm) {
+    const __m256 z = _mm256_setzero_ps();
+    __m256 c00 = z, c01 = z, c10 = z, c11 = z, c20 = z, c21 = z, c30 = z, c31 = z, c40 = z, c41 = z, c50 = z, c51 = z;
+    const __m256i m0 = NV == 1 ? lm : _mm256_set1_epi32(-1), m1 = lm;
+    for (int64_t kk = 0; kk < K; kk++) {
+        const float *b = B + kk * ldb, *a = A + kk * aks;
+        const __m256 b0 = NV == 1 ? _mm256_maskload_ps(b, m0) : _mm256_loadu_ps(b);
+        const __m256 b1 = NV > 1 ? _mm256_maskload_ps(b + 8, m1) : z;
+#define MK_FMA(r)                                                       \
+        if (R > r) {                                                    \
+            const __m256 av = _mm256_broadcast_ss(a + r * ars);         \
+            c##r##0 = _mm256_fmadd_ps(av, b0, c##r##0);                 \
+            if (NV > 1) c##r##1 = _mm256_fmadd_ps(av, b1, c##r##1);     \
+        }
+        MK_FMA(0) MK_FMA(1) MK_FMA(2) MK_FMA(3) MK_FMA(4) MK_FMA(5)
+#undef MK_FMA
+    }
+    const __m256 va = _mm256_set1_ps(alpha);
+#define MK_ST1(r, v, mk)                                                                                         \
+    do {                                                                                                         \
+        float *p = C + r * ldc + 8 * v;                                                                          \
+        _mm256_maskstore_ps(p, mk, acc ? _mm256_fmadd_ps(c##r##v, va, _mm256_maskload_ps(p, mk))               \
+                                       : _mm256_mul_ps(c##r##v, va));                                            \
+    } while (0)
+#define MK_ST(r)                                 \
+    if (R > r) {                                 \
+        MK_ST1(r, 0, m0);                        \
+        if (NV > 1) MK_ST1(r, 1, m1);            \
+    }
+    MK_ST(0) MK_ST(1) MK_ST(2) MK_ST(3) MK_ST(4) MK_ST(5)
+#undef MK_ST
+#undef MK_ST1
+}
+typedef void (*mk_fn)(int64_t, const float *, int64_t, int64_t, const float *, int64_t, float *, int64_t, float, int,
+                      __m256i);
+#define MK_DEF(R, NV)                                                                                          \
+    static void mk_##R##_##NV(int64_t K, const float *A, int64_t ars, int64_t aks, const float *B, int64_t ldb, \
+                              float *C, int64_t ldc, float alpha, int acc, __m256i lm) {                       \
+        mk_tile(R, NV, K, A, ars, aks, B, ldb, C, ldc, alpha, acc, lm);                                        \
+    }
+#define MK_ROW(R) MK_DEF(R, 1) MK_DEF(R, 2)
+MK_ROW(1) MK_ROW(2) MK_ROW(3) MK_ROW(4) MK_ROW(5) MK_ROW(6)
+#define MK_ENT(R) {mk_##R##_1, mk_##R##_2}
+static const mk_fn MK_TABLE[MK_R][MK_NV] = {MK_ENT(1), MK_ENT(2), MK_ENT(3), MK_ENT(4), MK_ENT(5), MK_ENT(6)};
+
+static void gemm_blk(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t ars, int64_t aks,
+                     const float *B, int64_t ldb, int acc, float *C, int64_t ldc, const att_causal *cz) {
+    if (M <= 0 || N <= 0) return;
+    CHECK(!cz || cz->mode == CZ_KEYS_X_Q || acc, "gemm_blk: causal mode %d needs accumulation", cz ? cz->mode : 0);
+    // Column panels of 16 outer (the K x 16 panel of B stays in L1), register tiles of 6 rows inner.
+    for (int64_t c0 = 0; c0 < N; c0 += 8 * MK_NV) {
+        const int64_t w = N - c0 < 8 * MK_NV ? N - c0 : 8 * MK_NV;
+        const int nv = (int)((w + 7) / 8);
+        const __m256i lm = tail_mask8(w - 8 * (nv - 1));
         for (int64_t r0 = 0; r0 < M; r0 += MK_R) {
             const int R = (int)(M - r0 < MK_R ? M - r0 : MK_R);
             int64_t k0 = 0, k1 = K;
@@ -312,50 +395,93 @@ static void cols_ds(float *dPT, const float *PT, int nk, int64_t M, int64_t ld, 
     }
 }
 #else
-static void row_scale(float *x, int n, float a) { for (int c = 0; c < n; c++) x[c] *= a; }
-static float row_dot(const float *a, const float *b, int n) {
-    float acc = 0;
-    for (int c = 0; c < n; c++) acc += a[c] * b[c];
-    return acc;
+// Portable forms (AVX2 and older): loops over contiguous query rows with `#pragma omp simd`, which the compiler
+// vectorises, the exponential included (kmath.h's k_expf_le88; glibc's expf only vectorises under -ffast-math).
+// Score tiles are column-major in the query rows, so the row loop is the inner one; the visibility test is int32
+// arithmetic like the AVX-512 form's (lim - win stays inside int32, see ATT_NO_WINDOW).
+static void row_scale(float *x, int n, float a) {
+#pragma omp simd
+    for (int c = 0; c < n; c++) x[c] *= a;
 }
-static void row_add(float *y, const float *x, int n) { for (int c = 0; c < n; c++) y[c] += x[c]; }
-static void row_copy_scaled(float *y, const float *x, int n, float a) { for (int c = 0; c < n; c++) y[c] = x[c] * a; }
+static float row_dot(const float *a, const float *b, int n) {
+    float s = 0;
+#pragma omp simd reduction(+ : s)
+    for (int c = 0; c < n; c++) s += a[c] * b[c];
+    return s;
+}
+static void row_add(float *y, const float *x, int n) {
+#pragma omp simd
+    for (int c = 0; c < n; c++) y[c] += x[c];
+}
+static void row_copy_scaled(float *y, const float *x, int n, float a) {
+#pragma omp simd
+    for (int c = 0; c < n; c++) y[c] = x[c] * a;
+}
+// Key c of the tile is visible to query row r iff lim - win < c <= lim, lim = lim0 + rq[r].
+#define COL_VIS(c, lim, win) ((c) <= (lim) && (c) > (lim) - (win))
+// Forward online-softmax step: m, l (M) running max and sum; al (M) gets the factor exp(m_old - m_new) that
+// rescales the output rows; ST becomes P = exp(S - m_new), 0 where masked. al holds the block's max first.
 static void cols_softmax_step(float *ST, int nk, int64_t M, int64_t ld, int64_t lim0, int64_t win, const int32_t *rq,
                               float *m, float *l, float *al) {
-    for (int64_t r = 0; r < M; r++) {
-        const int64_t lim = lim0 + rq[r], llo = lim - win;
-        float mb = -INFINITY;
-        for (int c = 0; c < nk && c <= lim; c++)
-            if (c > llo) mb = ST[c * ld + r] > mb ? ST[c * ld + r] : mb;
-        const float mn = mb > m[r] ? mb : m[r];
-        const float a = mn == -INFINITY ? 0.0f : expf(m[r] - mn);   // a row with no visible key yet stays empty
-        float sum = 0;
-        for (int c = 0; c < nk; c++) {
-            float e = c <= lim && c > llo ? expf(ST[c * ld + r] - mn) : 0.0f;
-            ST[c * ld + r] = e;
-            sum += e;
+    const int32_t l0 = (int32_t)lim0, w = (int32_t)win;
+#pragma omp simd
+    for (int64_t r = 0; r < M; r++) al[r] = -INFINITY;
+    for (int c = 0; c < nk; c++) {
+        const float *s = ST + c * ld;
+#pragma omp simd
+        for (int64_t r = 0; r < M; r++) {
+            const int32_t lim = l0 + rq[r];
+            const float x = COL_VIS(c, lim, w) ? s[r] : -INFINITY;
+            al[r] = x > al[r] ? x : al[r];
         }
-        l[r] = l[r] * a + sum;
+    }
+#pragma omp simd
+    for (int64_t r = 0; r < M; r++) {
+        const float mn = al[r] > m[r] ? al[r] : m[r];
+        const float a = mn == -INFINITY ? 0.0f : k_expf_le88(m[r] - mn);   // a row with no visible key yet stays empty
+        l[r] *= a;
         m[r] = mn;
         al[r] = a;
     }
+    for (int c = 0; c < nk; c++) {
+        float *s = ST + c * ld;
+#pragma omp simd
+        for (int64_t r = 0; r < M; r++) {
+            const int32_t lim = l0 + rq[r];
+            const float e = COL_VIS(c, lim, w) ? k_expf_le88(s[r] - m[r]) : 0.0f;
+            s[r] = e;
+            l[r] += e;
+        }
+    }
 }
+// Backward: ST becomes P = exp(S - lse), 0 where masked.
 static void cols_probs(float *ST, int nk, int64_t M, int64_t ld, int64_t lim0, int64_t win, const int32_t *rq,
                        const float *lse) {
-    for (int64_t r = 0; r < M; r++)
-        for (int c = 0; c < nk; c++) {
-            const int64_t lim = lim0 + rq[r];
-            ST[c * ld + r] = c <= lim && c > lim - win ? expf(ST[c * ld + r] - lse[r]) : 0.0f;
+    const int32_t l0 = (int32_t)lim0, w = (int32_t)win;
+    for (int c = 0; c < nk; c++) {
+        float *s = ST + c * ld;
+#pragma omp simd
+        for (int64_t r = 0; r < M; r++) {
+            const int32_t lim = l0 + rq[r];
+            s[r] = COL_VIS(c, lim, w) ? k_expf_le88(s[r] - lse[r]) : 0.0f;
         }
+    }
 }
+// dST = PT * (dPT - Di[r]) (stale values in causally skipped tiles become 0)
 static void cols_ds(float *dPT, const float *PT, int nk, int64_t M, int64_t ld, int64_t lim0, int64_t win,
                     const int32_t *rq, const float *Di) {
-    for (int c = 0; c < nk; c++)
+    const int32_t l0 = (int32_t)lim0, w = (int32_t)win;
+    for (int c = 0; c < nk; c++) {
+        float *d = dPT + c * ld;
+        const float *p = PT + c * ld;
+#pragma omp simd
         for (int64_t r = 0; r < M; r++) {
-            const int64_t lim = lim0 + rq[r];
-            dPT[c * ld + r] = c <= lim && c > lim - win ? PT[c * ld + r] * (dPT[c * ld + r] - Di[r]) : 0.0f;
+            const int32_t lim = l0 + rq[r];
+            d[r] = COL_VIS(c, lim, w) ? p[r] * (d[r] - Di[r]) : 0.0f;
         }
+    }
 }
+#undef COL_VIS
 #endif
 
 // dst[d*ldd + r] = src[r*D + d] for r < rows, d < D.

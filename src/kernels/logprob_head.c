@@ -46,6 +46,10 @@ static int64_t head_vchunk(int64_t V) {
 
 static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
+// Threads of the head's parallel regions, which size the per-thread scratch: one when called inside a parallel
+// region (the decoder's sequence split runs one head per thread), where a nested region gets one thread.
+static int head_threads(void) { return omp_in_parallel() ? 1 : omp_get_max_threads(); }
+
 static void head_check(const int32_t *targets, int64_t T, int64_t H, int64_t V, float temperature, const char *who) {
     CHECK(T >= 0 && H > 0 && V > 0, "%s: T=%lld H=%lld V=%lld", who, (long long)T, (long long)H, (long long)V);
     CHECK(temperature > 0.0f && isfinite(temperature), "%s: temperature must be positive and finite, got %g", who, (double)temperature);
@@ -88,7 +92,7 @@ static void head_forward(float *logp, float *entropy, float *lse, const float *h
     head_check(targets, T, H, V, temperature, "logprob_head_forward");
     if (T == 0) return;
     const int64_t TC = min64(HEAD_TC, T), VC = head_vchunk(V), nvc = (V + VC - 1) / VC;
-    const int nth = omp_get_max_threads();
+    const int nth = head_threads();
     const int want_a = entropy != NULL;
     float *scratch = rlc_alloc((size_t)nth * (size_t)TC * (size_t)VC * sizeof(float));  // per thread (TC, VC)
     float *st = rlc_alloc((size_t)TC * (size_t)nvc * 3 * sizeof(float));              // (TC, nvc, {m, s, a})
@@ -96,7 +100,7 @@ static void head_forward(float *logp, float *entropy, float *lse, const float *h
     for (int64_t t0 = 0; t0 < T; t0 += TC) {
         const int64_t tc = min64(TC, T - t0);
         const float *hc = hidden + t0 * H;  // (tc, H)
-#pragma omp parallel
+#pragma omp parallel num_threads(nth)
         {
             float *L = scratch + (size_t)omp_get_thread_num() * (size_t)TC * (size_t)VC;
 #pragma omp for schedule(static)
@@ -172,13 +176,13 @@ static void head_backward(float *dhidden, float *dw, const float *dlogp, const f
     }
     const int64_t TC = min64(HEAD_TC_BWD, T), VC = head_vchunk(V), nvc = (V + VC - 1) / VC;
     const float it = 1.0f / temperature;
-    const int nth = omp_get_max_threads();
+    const int nth = head_threads();
     float *scratch = rlc_alloc((size_t)nth * (size_t)TC * (size_t)VC * sizeof(float));          // per thread (TC, VC)
     float *dhp = dhidden ? rlc_alloc((size_t)nth * (size_t)TC * (size_t)H * sizeof(float)) : NULL;  // per thread (TC, H)
     for (int64_t t0 = 0; t0 < T; t0 += TC) {
         const int64_t tc = min64(TC, T - t0);
         const float *hc = hidden + t0 * H;  // (tc, H)
-#pragma omp parallel
+#pragma omp parallel num_threads(nth)
         {
             const int tid = omp_get_thread_num();
             float *L = scratch + (size_t)tid * (size_t)TC * (size_t)VC;
