@@ -468,7 +468,7 @@ static const char *const UNSAFE[] = {"append", "extend", "insert", "pop", "remov
                                      "update", "setdefault", "popitem", "add", "discard"};
 
 // the dict methods (attributes looked up before keys): the safe ones and those the sandbox refuses
-static int is_dict_attr(const char *s, size_t n) {
+int tm_is_dict_attr(const char *s, size_t n) {
     switch (n) {
     case 3: return !memcmp(s, "get", 3) || !memcmp(s, "pop", 3);
     case 4: return !memcmp(s, "keys", 4) || !memcmp(s, "copy", 4);
@@ -488,7 +488,7 @@ tv tm_get_attr(tm_ctx *c, tv obj, const char *name, size_t n) {
             tv *v = tm_dict_get(obj.u.d, name, n);
             return v ? *v : undef_attr(c, obj, name, n);
         }
-        if (is_dict_attr(name, n)) {   // Python attributes come before items
+        if (tm_is_dict_attr(name, n)) {   // Python attributes come before items
             if (name_is(name, n, "items")) return bound(c, "items", d_items, obj);
             if (name_is(name, n, "keys")) return bound(c, "keys", d_keys, obj);
             if (name_is(name, n, "values")) return bound(c, "values", d_values, obj);

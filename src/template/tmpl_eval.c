@@ -167,6 +167,7 @@ static int contains(tm_ctx *c, tv item, tv cont) {
         return 0;
     case TV_DICT:
         if (cont.u.d->ns) break;
+        if (item.kind == TV_STR) return tm_dict_get(cont.u.d, item.u.s, item.n) != NULL;   // a str equals str keys only
         return tm_dict_getv(cont.u.d, item) != NULL;
     case TV_UNDEF: return 0;
     default: break;
@@ -175,6 +176,8 @@ static int contains(tm_ctx *c, tv item, tv cont) {
 }
 
 static int compare_op(tm_ctx *c, int op, tv a, tv b) {
+    if (a.kind == TV_STR && b.kind == TV_STR && op <= CMP_NE)   // role == 'user': the common case, inline
+        return (a.n == b.n && (a.n == 0 || (a.u.s[0] == b.u.s[0] && !memcmp(a.u.s, b.u.s, a.n)))) == (op == CMP_EQ);
     switch (op) {
     case CMP_EQ: return tm_equal(a, b);
     case CMP_NE: return !tm_equal(a, b);
@@ -253,12 +256,14 @@ static tv do_slice(tm_ctx *c, tv obj, tv *parts) {
 static void eval_args(tm_ctx *c, tm_scope *s, tnode *n, tm_args *a, tv *first) {
     int extra = first ? 1 : 0;
     a->npos = n->nkids + extra;
-    a->pos = tm_alloc(&c->arena, (size_t)(a->npos + 1) * sizeof(tv));
+    a->pos = NULL;   // no arguments (`x is defined`, `x|trim`): nothing allocated
+    if (a->npos) a->pos = tm_alloc_raw(&c->arena, (size_t)a->npos * sizeof(tv));
     if (first) a->pos[0] = *first;
     for (int i = 0; i < n->nkids; i++) a->pos[i + extra] = tm_eval(c, s, n->kids[i]);
     a->nkw = n->nkids2;
     a->kwn = n->names;
-    a->kwv = tm_alloc(&c->arena, (size_t)(a->nkw + 1) * sizeof(tv));
+    a->kwv = NULL;
+    if (a->nkw) a->kwv = tm_alloc_raw(&c->arena, (size_t)a->nkw * sizeof(tv));
     for (int i = 0; i < n->nkids2; i++) a->kwv[i] = tm_eval(c, s, n->kids2[i]);
 }
 
@@ -498,6 +503,10 @@ tv tm_eval(tm_ctx *c, tm_scope *s, tnode *n) {
     case N_GETATTR: {
         tv o = tm_eval(c, s, n->a);
         c->line = n->line;
+        if (o.kind == TV_DICT && !n->op) {   // a name no dict method has (the parser's verdict): an item
+            tv *v = tm_dict_get(o.u.d, n->str, n->slen);
+            if (v) return *v;
+        }
         return tm_get_attr(c, o, n->str, n->slen);
     }
     case N_GETITEM: return eval_n_getitem(c, s, n);

@@ -156,7 +156,7 @@ typedef enum { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_FLOORDIV, OP_MOD, OP_POW } tm_
 typedef enum { CMP_EQ, CMP_NE, CMP_LT, CMP_LE, CMP_GT, CMP_GE, CMP_IN, CMP_NOTIN } tm_cmpop;
 
 typedef struct tnode {
-    int type, line, op;          // op: tm_binop / test negation / N_COMPARE count
+    int type, line, op;          // op: tm_binop / test negation / N_GETATTR: the name is a dict method
     struct tnode *a, *b, *c;     // operands (see the parser for each type's use)
     struct tnode **kids; int nkids;     // body / items / positional args / compare operands
     struct tnode **kids2; int nkids2;   // else body / dict values / keyword-argument values
@@ -175,6 +175,7 @@ struct rlc_tmpl {
     tnode *root;      // N_BODY
     char *name;
     const char **syms; int nsyms, capsyms;   // interned names
+    int *symhash; int hmask;                 // (hmask + 1) open-addressing slots: index into syms, or -1
     const char *sym[TM_SYM_N];               // the names the engine itself binds
     int sym_used[TM_SYM_N];                  // ... and whether the template names them
     int64_t (*now)(void *arg);               // strftime_now's clock (NULL: time(NULL))
@@ -244,6 +245,7 @@ tv tm_f_tojson(struct tm_ctx *c, tv x, tm_args *a);
 void tm_tojson_into(struct tm_ctx *c, tv x, tm_args *a, rlc_strbuf *o);
 tm_builtin_fn tm_find_test(const char *name);
 tv tm_get_attr(tm_ctx *c, tv obj, const char *name, size_t n);   // obj.name (methods, then items)
+int tm_is_dict_attr(const char *name, size_t n);   // a dict method's name (dict.name is then not an item)
 tv tm_get_item(tm_ctx *c, tv obj, tv key);                       // obj[key] (items, then attributes)
 void tm_install_globals(tm_ctx *c, tm_scope *s);
 tv tm_call(tm_ctx *c, tv fn, tm_args *a);

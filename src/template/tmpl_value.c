@@ -68,8 +68,12 @@ tv *tm_dict_getv(const tv_dict *d, tv k) {
     return NULL;
 }
 tv *tm_dict_get(const tv_dict *d, const char *k, size_t n) {
-    for (size_t i = 0; i < d->n; i++)
-        if (d->k[i].kind == TV_STR && d->k[i].n == n && !memcmp(d->k[i].u.s, k, n)) return &d->v[i];
+    // the first byte is compared inline: most keys differ there, sparing a memcmp call per key
+    for (size_t i = 0; i < d->n; i++) {
+        const tv *e = &d->k[i];
+        if (e->kind == TV_STR && e->n == n && (n == 0 || (e->u.s[0] == k[0] && !memcmp(e->u.s + 1, k + 1, n - 1))))
+            return &d->v[i];
+    }
     return NULL;
 }
 void tm_dict_set(tm_arena *a, tv_dict *d, tv k, tv v) {
@@ -209,25 +213,51 @@ int64_t tm_str_len_cp(const char *s, size_t n) {
     return k;
 }
 
+// The shortest decimal M / 10^k (k = 0..15, |M| < 10^15) that reads back as f, as digits and the decimal
+// exponent of the first digit; 0 if f has none (more than 15 significant digits, or outside [1e-4, 1e15)).
+// The smallest such k gives the fewest significant digits, and M, the integer nearest f * 10^k, is the
+// closest of them: the decimal Python's repr prints. Both 10^k and M are exact doubles, so M / 10^k is
+// the correctly rounded value of the decimal, as strtod would read it.
+static int short_decimal(double f, char digits[32], int *nd, int *exp) {
+    double a = fabs(f), p = 1;
+    if (!(a >= 1e-4 && a < 1e15)) return 0;
+    for (int k = 0; k <= 15; k++, p *= 10) {
+        double m = nearbyint(a * p);
+        if (m >= 1e15) return 0;
+        if (m / p != a) continue;
+        char tmp[24], *q = tmp + sizeof tmp;
+        uint64_t u = (uint64_t)m;
+        do { *--q = (char)('0' + u % 10); u /= 10; } while (u);
+        int len = (int)(tmp + sizeof tmp - q);
+        memcpy(digits, q, (size_t)len);
+        *nd = len;
+        *exp = len - 1 - k;
+        return 1;
+    }
+    return 0;
+}
+
 // Python float repr: the shortest string that round-trips, fixed notation for 1e-4 <= |x| < 1e16
 void tm_fmt_float(double f, char buf[40]) {
     if (isnan(f)) { strcpy(buf, "nan"); return; }
     if (isinf(f)) { strcpy(buf, f < 0 ? "-inf" : "inf"); return; }
-    char tmp[40];
-    int prec;
-    // the 15-digit rounding, trailing zeros dropped, is the shortest form when it round-trips (every
-    // decimal of <= 15 digits survives the trip through a double); else 16 or 17 digits
-    for (prec = fabs(f) < 2.2250738585072014e-308 ? 1 : 15; prec <= 17; prec++) {   // subnormals: fewer digits
-        snprintf(tmp, sizeof tmp, "%.*e", prec - 1, f);
-        if (strtod(tmp, NULL) == f) break;
-    }
-    // tmp = d.ddddde[+-]XX ; digits and exponent
     char digits[32];
-    int nd = 0, neg = tmp[0] == '-';
-    const char *p = tmp + neg;
-    for (; *p && *p != 'e'; p++)
-        if (*p >= '0' && *p <= '9') digits[nd++] = *p;
-    int exp = atoi(p + 1);
+    int nd = 0, neg = signbit(f) != 0, exp;
+    if (!short_decimal(f, digits, &nd, &exp)) {
+        char tmp[40];
+        int prec;
+        // the 15-digit rounding, trailing zeros dropped, is the shortest form when it round-trips (every
+        // decimal of <= 15 digits survives the trip through a double); else 16 or 17 digits
+        for (prec = fabs(f) < 2.2250738585072014e-308 ? 1 : 15; prec <= 17; prec++) {   // subnormals: fewer digits
+            snprintf(tmp, sizeof tmp, "%.*e", prec - 1, f);
+            if (strtod(tmp, NULL) == f) break;
+        }
+        // tmp = d.ddddde[+-]XX ; digits and exponent
+        const char *p = tmp + (tmp[0] == '-');
+        for (; *p && *p != 'e'; p++)
+            if (*p >= '0' && *p <= '9') digits[nd++] = *p;
+        exp = atoi(p + 1);
+    }
     while (nd > 1 && digits[nd - 1] == '0') nd--;
     char *o = buf;
     if (neg) *o++ = '-';
@@ -356,12 +386,28 @@ tv tm_str_of(tm_ctx *c, tv v) {
     return r;
 }
 
+// Whether any of 8 bytes is a control character, '"' or '\\' (exact for the word: the borrow of the
+// subtractions can only mark a byte above one that really matches).
+static inline int json_word_plain(uint64_t x) {
+    const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
+    uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
+    uint64_t hit = ((x - ones * 0x20) & ~x) | ((q - ones) & ~q) | ((b - ones) & ~b);
+    return (hit & high) == 0;
+}
+
 // json.dumps string (ensure_ascii=False): escapes " \ and control characters only
 static void json_str(const char *s, size_t n, rlc_strbuf *o) {
     if (!o->s || o->n + n + 3 > o->cap) rlc_sb_reserve(o, n + 2);   // the call only when it must grow
     tm_putc(o, '"');
     size_t run = 0;
     for (size_t i = 0; i < n; i++) {
+        while (i + 8 <= n) {   // 8 bytes at a time past the runs that need no escape
+            uint64_t w;
+            memcpy(&w, s + i, 8);
+            if (!json_word_plain(w)) break;
+            i += 8;
+        }
+        if (i >= n) break;
         unsigned char ch = (unsigned char)s[i];
         if (ch >= 0x20 && ch != '"' && ch != '\\') continue;
         tm_put(o, s + run, i - run);
@@ -374,7 +420,11 @@ static void json_str(const char *s, size_t n, rlc_strbuf *o) {
         case '\t': tm_puts(o, "\\t"); break;
         case '\b': tm_puts(o, "\\b"); break;
         case '\f': tm_puts(o, "\\f"); break;
-        default: rlc_sb_printf(o, "\\u%04x", ch);
+        default: {
+            static const char HEX[] = "0123456789abcdef";
+            const char e[6] = {'\\', 'u', '0', '0', HEX[ch >> 4], HEX[ch & 15]};
+            tm_put(o, e, 6);
+        }
         }
     }
     tm_put(o, s + run, n - run);
