@@ -19,11 +19,13 @@ tv tm_arg(tm_args *a, int pos, const char *name, tv dflt) {
 }
 
 static tv undef_attr(tm_ctx *c, tv obj, const char *name, size_t n) {
-    tv u = tv_undef(tm_strndup(&c->arena, name, n));
+    tm_undef_attr *m = tm_alloc(&c->arena, sizeof *m);
+    m->name = tm_strndup(&c->arena, name, n);
     char *owner = tm_alloc(&c->arena, 48);
     if (obj.kind == TV_NONE) strcpy(owner, "'None'");
     else snprintf(owner, 48, "'%s object'", tm_type_name(obj));
-    u.n = (size_t)(uintptr_t)owner;
+    m->owner = owner;
+    tv u = {TV_UNDEF, 1, {.miss = m}};
     return u;
 }
 

@@ -72,10 +72,11 @@ struct tv_list;
 struct tv_dict;
 struct tv_func;
 struct tm_loop;
+struct tm_undef_attr;
+// 16 bytes, so that a value is passed and returned in two registers (the evaluator returns one per node)
 typedef struct tv {
-    int kind;      // tv_kind
-    size_t n;      // TV_STR: byte length; TV_UNDEF: (const char *) the owner's type repr ("'dict object'") of an
-                   // attribute miss, or 0
+    uint64_t kind : 8;   // tv_kind
+    uint64_t n : 56;     // TV_STR: byte length; TV_UNDEF: 1 for an attribute miss (u.miss), else 0
     union {
         int64_t i;   // TV_BOOL, TV_INT
         double f;
@@ -84,9 +85,15 @@ typedef struct tv {
         struct tv_dict *d;
         struct tv_func *fn;
         struct tm_loop *loop;
-        const char *undef_name;   // TV_UNDEF: the missing name (NUL-terminated) or NULL
+        const char *undef_name;   // TV_UNDEF with n == 0: the missing name (NUL-terminated) or NULL
+        const struct tm_undef_attr *miss;   // TV_UNDEF with n == 1
     } u;
-} tv;   // 24 bytes, passed by value
+} tv;
+_Static_assert(sizeof(tv) == 16, "tv must stay two machine words");
+typedef struct tm_undef_attr {
+    const char *name;    // the missing attribute (NUL-terminated)
+    const char *owner;   // its owner's type repr ("'dict object'", "'None'")
+} tm_undef_attr;
 
 typedef struct tv_list {
     tv *v;        // (n)

@@ -555,7 +555,7 @@ tv tm_iterate(tm_ctx *c, tv v) {
 }
 
 void tm_undef_fail(tm_ctx *c, tv u) {
-    if (u.n) tm_raise(c, "%s has no attribute '%s'", (const char *)(uintptr_t)u.n, u.u.undef_name ? u.u.undef_name : "?");
+    if (u.n) tm_raise(c, "%s has no attribute '%s'", u.u.miss->owner, u.u.miss->name);
     if (u.u.undef_name) tm_raise(c, "'%s' is undefined", u.u.undef_name);
     tm_raise(c, "value is undefined");
 }
