@@ -213,25 +213,30 @@ int64_t tm_str_len_cp(const char *s, size_t n) {
     return k;
 }
 
-// The shortest decimal M / 10^k (k = 0..15, |M| < 10^15) that reads back as f, as digits and the decimal
-// exponent of the first digit; 0 if f has none (more than 15 significant digits, or outside [1e-4, 1e15)).
-// The smallest such k gives the fewest significant digits, and M, the integer nearest f * 10^k, is the
-// closest of them: the decimal Python's repr prints. Both 10^k and M are exact doubles, so M / 10^k is
-// the correctly rounded value of the decimal, as strtod would read it.
+// The shortest decimal M * 10^e (1 <= M < 10^15) that reads back as f, as M's digits and the decimal
+// exponent of its first digit; 0 if none has 15 digits or fewer (or 10^e would not be an exact double).
+// Fewest digits first: for d digits, M is the integer nearest |f| scaled to d digits, the closest of them
+// to f. M and 10^|e| are exact doubles, so M * 10^e and M / 10^-e are correctly rounded, as strtod reads
+// the decimal; with M < 10^15 < 2^50 no other d-digit integer can read back as f.
 static int short_decimal(double f, char digits[32], int *nd, int *exp) {
-    double a = fabs(f), p = 1;
-    if (!(a >= 1e-4 && a < 1e15)) return 0;
-    for (int k = 0; k <= 15; k++, p *= 10) {
-        double m = nearbyint(a * p);
+    static const double P10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                                   1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+    double a = fabs(f);
+    if (!(a >= 1e-300 && a < 1e300)) return 0;
+    int e10 = (int)floor(log10(a));   // may be one off next to a power of ten: one digit count more is tried
+    for (int d = 0; d <= 15; d++) {
+        int sc = d - 1 - e10;   // a * 10^sc has about d digits before the point
+        if (sc > 22 || sc < -22) return 0;
+        double m = nearbyint(sc >= 0 ? a * P10[sc] : a / P10[-sc]);
         if (m >= 1e15) return 0;
-        if (m / p != a) continue;
+        if (m < 1 || (sc >= 0 ? m / P10[sc] : m * P10[-sc]) != a) continue;
         char tmp[24], *q = tmp + sizeof tmp;
         uint64_t u = (uint64_t)m;
         do { *--q = (char)('0' + u % 10); u /= 10; } while (u);
         int len = (int)(tmp + sizeof tmp - q);
         memcpy(digits, q, (size_t)len);
         *nd = len;
-        *exp = len - 1 - k;
+        *exp = len - 1 - sc;
         return 1;
     }
     return 0;
@@ -386,13 +391,28 @@ tv tm_str_of(tm_ctx *c, tv v) {
     return r;
 }
 
-// Whether any of 8 bytes is a control character, '"' or '\\' (exact for the word: the borrow of the
-// subtractions can only mark a byte above one that really matches).
-static inline int json_word_plain(uint64_t x) {
+// The bytes of an 8-byte word (little-endian load) that json.dumps escapes: control characters, '"' and '\\'
+// each mark their byte's top bit. The borrows of the subtractions can only mark a byte above a real one, so
+// the lowest mark is exact.
+static inline uint64_t json_word_hits(uint64_t x) {
     const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
     uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
-    uint64_t hit = ((x - ones * 0x20) & ~x) | ((q - ones) & ~q) | ((b - ones) & ~b);
-    return (hit & high) == 0;
+    return (((x - ones * 0x20) & ~x) | ((q - ones) & ~q) | ((b - ones) & ~b)) & high;
+}
+static inline int json_byte_escaped(unsigned char ch) { return ch < 0x20 || ch == '"' || ch == '\\'; }
+
+// the index of the first byte of s[i..n) that needs an escape, or n
+static inline size_t json_next_escape(const char *s, size_t i, size_t n) {
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    for (; i + 8 <= n; i += 8) {   // 8 bytes at a time
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        uint64_t h = json_word_hits(w);
+        if (h) return i + (size_t)(__builtin_ctzll(h) >> 3);
+    }
+#endif
+    while (i < n && !json_byte_escaped((unsigned char)s[i])) i++;
+    return i;
 }
 
 // json.dumps string (ensure_ascii=False): escapes " \ and control characters only
@@ -400,26 +420,18 @@ static void json_str(const char *s, size_t n, rlc_strbuf *o) {
     if (!o->s || o->n + n + 3 > o->cap) rlc_sb_reserve(o, n + 2);   // the call only when it must grow
     tm_putc(o, '"');
     size_t run = 0;
-    for (size_t i = 0; i < n; i++) {
-        while (i + 8 <= n) {   // 8 bytes at a time past the runs that need no escape
-            uint64_t w;
-            memcpy(&w, s + i, 8);
-            if (!json_word_plain(w)) break;
-            i += 8;
-        }
-        if (i >= n) break;
+    for (size_t i = json_next_escape(s, 0, n); i < n; i = json_next_escape(s, i + 1, n)) {
         unsigned char ch = (unsigned char)s[i];
-        if (ch >= 0x20 && ch != '"' && ch != '\\') continue;
         tm_put(o, s + run, i - run);
         run = i + 1;
         switch (ch) {
-        case '"': tm_puts(o, "\\\""); break;
-        case '\\': tm_puts(o, "\\\\"); break;
-        case '\n': tm_puts(o, "\\n"); break;
-        case '\r': tm_puts(o, "\\r"); break;
-        case '\t': tm_puts(o, "\\t"); break;
-        case '\b': tm_puts(o, "\\b"); break;
-        case '\f': tm_puts(o, "\\f"); break;
+        case '"': tm_put(o, "\\\"", 2); break;
+        case '\\': tm_put(o, "\\\\", 2); break;
+        case '\n': tm_put(o, "\\n", 2); break;
+        case '\r': tm_put(o, "\\r", 2); break;
+        case '\t': tm_put(o, "\\t", 2); break;
+        case '\b': tm_put(o, "\\b", 2); break;
+        case '\f': tm_put(o, "\\f", 2); break;
         default: {
             static const char HEX[] = "0123456789abcdef";
             const char e[6] = {'\\', 'u', '0', '0', HEX[ch >> 4], HEX[ch & 15]};
