@@ -509,7 +509,17 @@ tv tm_eval(tm_ctx *c, tm_scope *s, tnode *n) {
         }
         return tm_get_attr(c, o, n->str, n->slen);
     }
-    case N_GETITEM: return eval_n_getitem(c, s, n);
+    case N_GETITEM:
+        if (n->b->type == N_CONST && n->b->lit.kind == TV_STR) {   // message['role']: a dict item at once
+            tv o = tm_eval(c, s, n->a);
+            c->line = n->line;
+            if (o.kind == TV_DICT && !o.u.d->ns) {
+                tv *v = tm_dict_get(o.u.d, n->b->lit.u.s, n->b->lit.n);
+                if (v) return *v;
+            }
+            return tm_get_item(c, o, n->b->lit);
+        }
+        return eval_n_getitem(c, s, n);
     case N_SLICE: return eval_n_slice(c, s, n);
     case N_CALL: return eval_n_call(c, s, n);
     case N_FILTER: return eval_n_filter(c, s, n);

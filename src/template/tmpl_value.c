@@ -94,21 +94,28 @@ void tm_dict_set(tm_arena *a, tv_dict *d, tv k, tv v) {
     d->v[d->n++] = v;
 }
 
-tv tm_from_cjson(tm_arena *a, const cJSON *j) {
-    if (!j) return tv_none();
+// A JSON scalar as a value (1), or 0 for an array or object. Inline: most values of a conversation are
+// strings, converted without a call.
+static inline int cjson_scalar(const cJSON *j, tv *out) {
     switch (j->type & 0xFF) {   // the type bits, read directly: this runs for every value of every render
-    case cJSON_NULL: return tv_none();
-    case cJSON_True: return tv_bool(1);
-    case cJSON_False: return tv_bool(0);
+    case cJSON_String: case cJSON_Raw: *out = tv_str(j->valuestring, strlen(j->valuestring)); return 1;
+    case cJSON_NULL: *out = tv_none(); return 1;
+    case cJSON_True: *out = tv_bool(1); return 1;
+    case cJSON_False: *out = tv_bool(0); return 1;
     case cJSON_Number: {
         double d = j->valuedouble;
-        if (d == floor(d) && fabs(d) < 9007199254740992.0) return tv_int((int64_t)d);
-        return tv_float(d);
+        *out = d == floor(d) && fabs(d) < 9007199254740992.0 ? tv_int((int64_t)d) : tv_float(d);
+        return 1;
     }
-    case cJSON_String: case cJSON_Raw: return tv_str(j->valuestring, strlen(j->valuestring));
-    case cJSON_Array: case cJSON_Object: break;
-    default: return tv_none();
+    case cJSON_Array: case cJSON_Object: return 0;
+    default: *out = tv_none(); return 1;
     }
+}
+
+tv tm_from_cjson(tm_arena *a, const cJSON *j) {
+    tv r;
+    if (!j) return tv_none();
+    if (cjson_scalar(j, &r)) return r;
     size_t n = 0;
     const cJSON *it;
     for (it = j->child; it; it = it->next) n++;
@@ -116,20 +123,23 @@ tv tm_from_cjson(tm_arena *a, const cJSON *j) {
         tv_list *l = tm_alloc(a, sizeof *l);
         l->v = tm_alloc_raw(a, n * sizeof(tv));
         l->cap = n;
-        for (it = j->child; it; it = it->next) l->v[l->n++] = tm_from_cjson(a, it);
+        for (it = j->child; it; it = it->next)
+            if (!cjson_scalar(it, &l->v[l->n++])) l->v[l->n - 1] = tm_from_cjson(a, it);
         return tv_listv(l);
     }
     tv_dict *d = tm_alloc(a, sizeof *d);
-    d->k = tm_alloc_raw(a, n * sizeof(tv));
-    d->v = tm_alloc_raw(a, n * sizeof(tv));
+    d->k = tm_alloc_raw(a, 2 * n * sizeof(tv));
+    d->v = d->k + n;
     d->cap = n;
     for (it = j->child; it; it = it->next) {
         size_t kn = strlen(it->string);
-        tv *dup = tm_dict_get(d, it->string, kn);
-        if (dup) *dup = tm_from_cjson(a, it);   // a repeated key: the last wins, as json.loads does
+        tv v;
+        if (!cjson_scalar(it, &v)) v = tm_from_cjson(a, it);
+        tv *dup = d->n ? tm_dict_get(d, it->string, kn) : NULL;
+        if (dup) *dup = v;   // a repeated key: the last wins, as json.loads does
         else {
             d->k[d->n] = tv_str(it->string, kn);
-            d->v[d->n++] = tm_from_cjson(a, it);
+            d->v[d->n++] = v;
         }
     }
     return tv_dictv(d);
