@@ -42,6 +42,10 @@ static int name_is(const char *s, size_t n, const char *lit) { return lit[0] == 
 
 // ---- code-point helpers ----
 static size_t cp_next(const char *s, size_t n, size_t i, int32_t *cp) {
+    if ((unsigned char)s[i] < 0x80) {   // ASCII: no decoder call
+        *cp = (unsigned char)s[i];
+        return 1;
+    }
     utf8proc_int32_t c;
     utf8proc_ssize_t k = utf8proc_iterate((const utf8proc_uint8_t *)s + i, (utf8proc_ssize_t)(n - i), &c);
     if (k <= 0) { *cp = (unsigned char)s[i]; return 1; }

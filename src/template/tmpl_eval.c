@@ -681,7 +681,7 @@ static void exec_body(tm_ctx *c, tm_scope *s, tnode **kids, int n) {
 
 int rlc_tmpl_render_vars(const rlc_tmpl *t, int nv, const char *const *names, const cJSON *const *values,
                          rlc_strbuf *out, rlc_strbuf *err) {
-    tm_ctx *c = rlc_malloc(sizeof *c);
+    tm_ctx ctx, *c = &ctx;   // on this frame: a render makes no heap allocation it can avoid
     memset(c, 0, offsetof(tm_ctx, live));
     // the first 16 KB of values live on this stack frame: most renders then make no heap chunk at all
     union { tm_chunk ch; unsigned char b[sizeof(tm_chunk) + 16384]; } first;
@@ -698,7 +698,6 @@ int rlc_tmpl_render_vars(const rlc_tmpl *t, int nv, const char *const *names, co
         for (int i = 0; i < c->nlive; i++) rlc_sb_free(c->live[i]);   // captures in progress
         rlc_sb_free(&c->scratch);
         tm_arena_free(&c->arena);
-        free(c);
         return -1;
     }
     c->globals = scope_new(c, NULL);
@@ -713,7 +712,6 @@ int rlc_tmpl_render_vars(const rlc_tmpl *t, int nv, const char *const *names, co
     c->loop_ctl = 0;
     rlc_sb_free(&c->scratch);
     tm_arena_free(&c->arena);
-    free(c);
     return 0;
 }
 
