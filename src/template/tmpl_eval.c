@@ -54,6 +54,17 @@ static tv *scope_find(tm_scope *s, const char *name) {   // name: interned
     return NULL;
 }
 
+// Leaves evaluated in place: a constant or a variable (most operands) costs no call and no indirect jump.
+// Neither can fail, so the line for error messages stays the parent's.
+static inline tv ev(tm_ctx *c, tm_scope *s, tnode *n) {
+    if (n->type == N_CONST) return n->lit;
+    if (n->type == N_NAME) {
+        tv *v = scope_find(s, n->str);
+        return v ? *v : tv_undef(n->str);
+    }
+    return tm_eval(c, s, n);
+}
+
 // ---- arithmetic ----
 static int is_num(tv v) { return v.kind == TV_BOOL || v.kind == TV_INT || v.kind == TV_FLOAT; }
 static double num_f(tv v) { return v.kind == TV_FLOAT ? v.u.f : (double)v.u.i; }
@@ -259,7 +270,7 @@ static void eval_args(tm_ctx *c, tm_scope *s, tnode *n, tm_args *a, tv *first) {
     a->pos = NULL;   // no arguments (`x is defined`, `x|trim`): nothing allocated
     if (a->npos) a->pos = tm_alloc_raw(&c->arena, (size_t)a->npos * sizeof(tv));
     if (first) a->pos[0] = *first;
-    for (int i = 0; i < n->nkids; i++) a->pos[i + extra] = tm_eval(c, s, n->kids[i]);
+    for (int i = 0; i < n->nkids; i++) a->pos[i + extra] = ev(c, s, n->kids[i]);
     a->nkw = n->nkids2;
     a->kwn = n->names;
     a->kwv = NULL;
@@ -354,7 +365,7 @@ static tv add_chain(tm_ctx *c, tm_scope *s, tnode *n, rlc_strbuf *direct) {
         x = x->a;
     }
     ops[k++] = x;   // ops[k-1] is the leftmost operand
-    tv acc = tm_eval(c, s, ops[k - 1]);
+    tv acc = ev(c, s, ops[k - 1]);
     int i = k - 2;
     if (acc.kind == TV_STR) {
         tv part_small[64];
@@ -362,7 +373,7 @@ static tv add_chain(tm_ctx *c, tm_scope *s, tnode *n, rlc_strbuf *direct) {
         size_t len = acc.n;
         part_small[np++] = acc;
         for (; i >= 0; i--) {
-            tv b = tm_eval(c, s, ops[i]);
+            tv b = ev(c, s, ops[i]);
             if (b.kind != TV_STR) {
                 c->line = n->line;
                 binop(c, OP_ADD, acc, b);   // str + non-str: raises as Python does
@@ -384,7 +395,7 @@ static tv add_chain(tm_ctx *c, tm_scope *s, tnode *n, rlc_strbuf *direct) {
         return tv_str(p, len);
     }
     for (; i >= 0; i--) {
-        tv b = tm_eval(c, s, ops[i]);
+        tv b = ev(c, s, ops[i]);
         c->line = n->line;
         acc = binop(c, OP_ADD, acc, b);
     }
@@ -412,14 +423,14 @@ static __attribute__((noinline)) tv eval_n_call(tm_ctx *c, tm_scope *s, tnode *n
         return tm_call(c, fn, &a);
 }
 static __attribute__((noinline)) tv eval_n_filter(tm_ctx *c, tm_scope *s, tnode *n) {
-        tv v = tm_eval(c, s, n->a);
+        tv v = ev(c, s, n->a);
         tm_args a;
         eval_args(c, s, n, &a, NULL);
         c->line = n->line;
         return n->fn(c, v, &a);
 }
 static __attribute__((noinline)) tv eval_n_test(tm_ctx *c, tm_scope *s, tnode *n) {
-        tv v = tm_eval(c, s, n->a);
+        tv v = ev(c, s, n->a);
         tm_args a;
         eval_args(c, s, n, &a, NULL);
         c->line = n->line;
@@ -471,9 +482,9 @@ static __attribute__((noinline)) tv eval_n_unary(tm_ctx *c, tm_scope *s, tnode *
         tm_raise(c, "bad operand type for unary %s: '%s'", n->type == N_NEG ? "-" : "+", tm_type_name(a));
 }
 static __attribute__((noinline)) tv eval_n_compare(tm_ctx *c, tm_scope *s, tnode *n) {
-        tv a = tm_eval(c, s, n->kids[0]);
+        tv a = ev(c, s, n->kids[0]);
         for (int i = 1; i < n->nkids; i++) {
-            tv b = tm_eval(c, s, n->kids[i]);
+            tv b = ev(c, s, n->kids[i]);
             c->line = n->line;
             if (!compare_op(c, n->ops[i - 1], a, b)) return tv_bool(0);
             a = b;
@@ -482,12 +493,12 @@ static __attribute__((noinline)) tv eval_n_compare(tm_ctx *c, tm_scope *s, tnode
 }
 static __attribute__((noinline)) tv eval_n_binop(tm_ctx *c, tm_scope *s, tnode *n) {
         if (n->op == OP_ADD && n->a->type == N_BINOP && n->a->op == OP_ADD) return add_chain(c, s, n, NULL);
-        tv a = tm_eval(c, s, n->a), b = tm_eval(c, s, n->b);
+        tv a = ev(c, s, n->a), b = ev(c, s, n->b);
         c->line = n->line;
         return binop(c, n->op, a, b);
 }
 static __attribute__((noinline)) tv eval_n_getitem(tm_ctx *c, tm_scope *s, tnode *n) {
-        tv o = tm_eval(c, s, n->a), k = tm_eval(c, s, n->b);
+        tv o = ev(c, s, n->a), k = ev(c, s, n->b);
         c->line = n->line;
         return tm_get_item(c, o, k);
 }
@@ -501,7 +512,7 @@ tv tm_eval(tm_ctx *c, tm_scope *s, tnode *n) {
         return v ? *v : tv_undef(n->str);
     }
     case N_GETATTR: {
-        tv o = tm_eval(c, s, n->a);
+        tv o = ev(c, s, n->a);
         c->line = n->line;
         if (o.kind == TV_DICT && !n->op) {   // a name no dict method has (the parser's verdict): an item
             tv *v = tm_dict_get(o.u.d, n->str, n->slen);
@@ -511,7 +522,7 @@ tv tm_eval(tm_ctx *c, tm_scope *s, tnode *n) {
     }
     case N_GETITEM:
         if (n->b->type == N_CONST && n->b->lit.kind == TV_STR) {   // message['role']: a dict item at once
-            tv o = tm_eval(c, s, n->a);
+            tv o = ev(c, s, n->a);
             c->line = n->line;
             if (o.kind == TV_DICT && !o.u.d->ns) {
                 tv *v = tm_dict_get(o.u.d, n->b->lit.u.s, n->b->lit.n);
@@ -527,18 +538,18 @@ tv tm_eval(tm_ctx *c, tm_scope *s, tnode *n) {
     case N_BINOP: return eval_n_binop(c, s, n);
     case N_NEG: case N_POS: return eval_n_unary(c, s, n);
     case N_AND: {
-        tv a = tm_eval(c, s, n->a);
-        return tm_truthy(a) ? tm_eval(c, s, n->b) : a;
+        tv a = ev(c, s, n->a);
+        return tm_truthy(a) ? ev(c, s, n->b) : a;
     }
     case N_OR: {
-        tv a = tm_eval(c, s, n->a);
-        return tm_truthy(a) ? a : tm_eval(c, s, n->b);
+        tv a = ev(c, s, n->a);
+        return tm_truthy(a) ? a : ev(c, s, n->b);
     }
-    case N_NOT: return tv_bool(!tm_truthy(tm_eval(c, s, n->a)));
+    case N_NOT: return tv_bool(!tm_truthy(ev(c, s, n->a)));
     case N_COMPARE: return eval_n_compare(c, s, n);
     case N_CONCAT: return eval_n_concat(c, s, n);
     case N_COND:
-        if (tm_truthy(tm_eval(c, s, n->a))) return tm_eval(c, s, n->b);
+        if (tm_truthy(ev(c, s, n->a))) return ev(c, s, n->b);
         return n->c ? tm_eval(c, s, n->c) : tv_undef(NULL);
     case N_LIST: case N_TUPLE: return eval_n_list(c, s, n);
     case N_DICT: return eval_n_dict(c, s, n);
@@ -613,24 +624,24 @@ static void exec_node(tm_ctx *c, tm_scope *s, tnode *n) {
         }
         if (n->a->type == N_FILTER && n->a->fn == tm_f_tojson) {   // {{ x|tojson }}: dumped straight into the output
             tnode *f = n->a;
-            tv v = tm_eval(c, s, f->a);
+            tv v = ev(c, s, f->a);
             tm_args a;
             eval_args(c, s, f, &a, NULL);
             c->line = f->line;
             tm_tojson_into(c, v, &a, c->out);
             return;
         }
-        tv v = tm_eval(c, s, n->a);
+        tv v = ev(c, s, n->a);
         if (v.kind == TV_STR) tm_put(c->out, v.u.s, v.n);
         else tm_to_str(c, v, c->out);
         return;
     }
     case N_IF:
-        if (tm_truthy(tm_eval(c, s, n->a))) exec_body(c, s, n->kids, n->nkids);
+        if (tm_truthy(ev(c, s, n->a))) exec_body(c, s, n->kids, n->nkids);
         else exec_body(c, s, n->kids2, n->nkids2);
         return;
     case N_FOR: exec_for(c, s, n); return;
-    case N_SET: assign(c, s, n->a, tm_eval(c, s, n->b)); return;
+    case N_SET: assign(c, s, n->a, ev(c, s, n->b)); return;
     case N_SETBLOCK: {
         tv v = capture(c, s, n->kids, n->nkids);
         if (n->c) v = apply_filters(c, s, n->c, v);
