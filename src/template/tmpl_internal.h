@@ -162,15 +162,19 @@ typedef enum {
 typedef enum { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_FLOORDIV, OP_MOD, OP_POW } tm_binop;
 typedef enum { CMP_EQ, CMP_NE, CMP_LT, CMP_LE, CMP_GT, CMP_GE, CMP_IN, CMP_NOTIN } tm_cmpop;
 
+// The fields most nodes read come first, in one 64-byte line: type, line, operands, the literal and name.
 typedef struct tnode {
     int type, line, op;          // op: tm_binop / test negation / N_GETATTR: the name is a dict method
-    struct tnode *a, *b, *c;     // operands (see the parser for each type's use)
-    struct tnode **kids; int nkids;     // body / items / positional args / compare operands
-    struct tnode **kids2; int nkids2;   // else body / dict values / keyword-argument values
-    const char **names; int nnames;     // keyword-argument names / macro parameters / set targets
-    int *ops;                           // N_COMPARE: (nkids) comparison operators
+    int nkids;
+    struct tnode *a, *b;         // operands (see the parser for each type's use)
     tv lit;                             // N_CONST
     const char *str; size_t slen;       // N_DATA text, names (NUL-terminated)
+    struct tnode **kids;                // (nkids) body / items / positional args / compare operands
+    struct tnode *c;                    // third operand
+    struct tnode **kids2; int nkids2;   // else body / dict values / keyword-argument values
+    int nnames;
+    const char **names;                 // (nnames) keyword-argument names / macro parameters / set targets
+    int *ops;                           // N_COMPARE: (nkids) comparison operators
     tm_builtin_fn fn;                   // N_FILTER / N_TEST: the resolved builtin
 } tnode;
 
@@ -179,6 +183,7 @@ typedef struct tnode {
 enum { TM_SYM_LOOP, TM_SYM_CALLER, TM_SYM_RANGE, TM_SYM_DICT, TM_SYM_NAMESPACE, TM_SYM_RAISE, TM_SYM_STRFTIME, TM_SYM_N };
 struct rlc_tmpl {
     tm_arena arena;
+    tm_arena nodes;   // the syntax tree alone, dense in parse order (a render walks it: fewer cache lines)
     tnode *root;      // N_BODY
     char *name;
     const char **syms; int nsyms, capsyms;   // interned names

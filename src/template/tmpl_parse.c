@@ -422,6 +422,7 @@ void rlc_tmpl_set_clock(rlc_tmpl *t, int64_t (*now)(void *arg), void *arg) {
 void rlc_tmpl_free(rlc_tmpl *t) {
     if (!t) return;
     tm_arena_free(&t->arena);
+    tm_arena_free(&t->nodes);
     free(t->name);
     free(t);
 }
