@@ -34,8 +34,8 @@ void tm_scope_set(tm_ctx *c, tm_scope *s, const char *name, tv v) {   // name: i
         if (s->names[i] == name) { s->vals[i] = v; return; }
     if (s->n == s->cap) {
         int nc = s->cap ? s->cap * 2 : 8;
-        const char **nn = tm_alloc(&c->arena, (size_t)nc * sizeof *nn);
-        tv *nv = tm_alloc(&c->arena, (size_t)nc * sizeof *nv);
+        const char **nn = tm_alloc_raw(&c->arena, (size_t)nc * sizeof *nn);   // only the first n are ever read
+        tv *nv = tm_alloc_raw(&c->arena, (size_t)nc * sizeof *nv);
         if (s->n) {
             memcpy(nn, s->names, (size_t)s->n * sizeof *nn);
             memcpy(nv, s->vals, (size_t)s->n * sizeof *nv);

@@ -39,14 +39,14 @@ void tm_arena_free(tm_arena *a) {
 
 tv_list *tm_list_new(tm_arena *a, size_t cap) {
     tv_list *l = tm_alloc(a, sizeof *l);
-    if (cap) l->v = tm_alloc(a, cap * sizeof(tv));
+    if (cap) l->v = tm_alloc_raw(a, cap * sizeof(tv));   // only the first n are ever read
     l->cap = cap;
     return l;
 }
 void tm_list_push(tm_arena *a, tv_list *l, tv v) {
     if (l->n == l->cap) {
         size_t nc = l->cap ? l->cap * 2 : 8;
-        tv *nv = tm_alloc(a, nc * sizeof(tv));
+        tv *nv = tm_alloc_raw(a, nc * sizeof(tv));
         if (l->n) memcpy(nv, l->v, l->n * sizeof(tv));
         l->v = nv;
         l->cap = nc;
@@ -56,8 +56,8 @@ void tm_list_push(tm_arena *a, tv_list *l, tv v) {
 tv_dict *tm_dict_new(tm_arena *a, size_t cap) {
     tv_dict *d = tm_alloc(a, sizeof *d);
     if (cap) {
-        d->k = tm_alloc(a, cap * sizeof(tv));
-        d->v = tm_alloc(a, cap * sizeof(tv));
+        d->k = tm_alloc_raw(a, 2 * cap * sizeof(tv));   // only the first n are ever read
+        d->v = d->k + cap;
     }
     d->cap = cap;
     return d;
@@ -81,7 +81,7 @@ void tm_dict_set(tm_arena *a, tv_dict *d, tv k, tv v) {
     if (e) { *e = v; return; }
     if (d->n == d->cap) {
         size_t nc = d->cap ? d->cap * 2 : 8;
-        tv *nk = tm_alloc(a, nc * sizeof(tv)), *nv = tm_alloc(a, nc * sizeof(tv));
+        tv *nk = tm_alloc_raw(a, 2 * nc * sizeof(tv)), *nv = nk + nc;
         if (d->n) {
             memcpy(nk, d->k, d->n * sizeof(tv));
             memcpy(nv, d->v, d->n * sizeof(tv));
