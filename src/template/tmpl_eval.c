@@ -281,20 +281,21 @@ static void eval_args(tm_ctx *c, tm_scope *s, tnode *n, tm_args *a, tv *first) {
 static void exec_body(tm_ctx *c, tm_scope *s, tnode **kids, int n);
 static tv add_chain(tm_ctx *c, tm_scope *s, tnode *n, rlc_strbuf *direct);
 
-// Output captured into a temporary buffer (macro bodies, block sets, filter blocks); the buffer is
-// registered so that an error unwinding through it frees it.
-static rlc_strbuf *capture_begin(tm_ctx *c, rlc_strbuf *buf) {
+// Output captured into a temporary buffer (macro bodies, block sets, filter blocks). The buffer is a slot of
+// the context, not a local of the capturing frame: an error unwinding past that frame still finds and frees it.
+static rlc_strbuf *capture_begin(tm_ctx *c, rlc_strbuf **saved) {
     if (c->nlive == (int)(sizeof c->live / sizeof c->live[0])) tm_raise(c, "blocks and macro calls nested too deeply");
-    c->live[c->nlive++] = buf;
-    rlc_strbuf *saved = c->out;
+    rlc_strbuf *buf = &c->live[c->nlive++];
+    memset(buf, 0, sizeof *buf);
+    *saved = c->out;
     c->out = buf;
-    return saved;
+    return buf;
 }
 static tv capture_end(tm_ctx *c, rlc_strbuf *buf, rlc_strbuf *saved) {
     c->out = saved;
-    c->nlive--;
     tv r = tv_str(tm_strndup(&c->arena, buf->s ? buf->s : "", buf->n), buf->n);
     rlc_sb_free(buf);
+    c->nlive--;
     return r;
 }
 
@@ -329,13 +330,13 @@ tv tm_call_macro(tm_ctx *c, tv_func *f, tm_args *a, tnode *caller_sig, tm_scope 
         tv cv = {TV_FUNC, 0, {.fn = cf}};
         tm_scope_set(c, s, c->tmpl->sym[TM_SYM_CALLER], cv);
     }
-    rlc_strbuf buf = {0}, *saved = capture_begin(c, &buf);
+    rlc_strbuf *saved, *buf = capture_begin(c, &saved);
     int line = c->line;
     exec_body(c, s, m->a->kids, m->a->nkids);
     c->loop_ctl = 0;
     c->line = line;
     c->depth--;
-    return capture_end(c, &buf, saved);
+    return capture_end(c, buf, saved);
 }
 
 tv tm_call(tm_ctx *c, tv fn, tm_args *a) {
@@ -574,9 +575,9 @@ static void assign(tm_ctx *c, tm_scope *s, tnode *target, tv v) {
 }
 
 static tv capture(tm_ctx *c, tm_scope *s, tnode **kids, int n) {
-    rlc_strbuf buf = {0}, *saved = capture_begin(c, &buf);
+    rlc_strbuf *saved, *buf = capture_begin(c, &saved);
     exec_body(c, s, kids, n);
-    return capture_end(c, &buf, saved);
+    return capture_end(c, buf, saved);
 }
 
 static void exec_for(tm_ctx *c, tm_scope *s, tnode *n) {
@@ -706,7 +707,7 @@ int rlc_tmpl_render_vars(const rlc_tmpl *t, int nv, const char *const *names, co
     c->tmpl = t;
     c->line = 1;
     if (setjmp(c->jmp)) {
-        for (int i = 0; i < c->nlive; i++) rlc_sb_free(c->live[i]);   // captures in progress
+        for (int i = 0; i < c->nlive; i++) rlc_sb_free(&c->live[i]);   // captures in progress
         rlc_sb_free(&c->scratch);
         tm_arena_free(&c->arena);
         return -1;

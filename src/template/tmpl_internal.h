@@ -218,7 +218,7 @@ typedef struct tm_ctx {
     const rlc_tmpl *tmpl;
     rlc_strbuf scratch;     // reused by tojson for every call of a render (no regrowth); freed with the context
     int nlive;
-    rlc_strbuf *live[512];  // (nlive) capture buffers in use (freed if an error unwinds); last: not zeroed
+    rlc_strbuf live[512];   // (nlive) capture buffers in use (freed if an error unwinds); last: not zeroed
 } tm_ctx;
 
 // Limits that keep a hostile or broken template from running away (jinja2 has none; chat templates are tiny).
