@@ -8,9 +8,12 @@
 // chat_template.jinja precedence, a --chat-template file, special tokens, and an absent template; and that
 // the data paths render Llama 3.2's dated template the same on two days of an injected clock.
 #include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/common.h"
@@ -405,6 +408,82 @@ static void test_date_pinned(void) {
     free(dir);
 }
 
+// Floats print as Python's repr ({{ x }} and tojson): shortest round-trip digits, exponent form past 1e16 and
+// below 1e-4. Fresh doubles each run: random bit patterns, decimal fractions, powers of ten near the
+// notation switch, subnormals. Integral values below 2^53 are left out: JSON input cannot tell 2.0 from 2,
+// and rlc reads them as integers; so are numbers written without '.' or an exponent (Python reads an exact int).
+static uint64_t mix64(uint64_t *s) {   // splitmix64
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static void test_floats_vs_python(void) {
+    if (tl_system("/usr/bin/python3 -c 'import jinja2' 2>/dev/null") != 0) {
+        tl_skip("/usr/bin/python3 has no jinja2: float formatting not checked");
+        return;
+    }
+    const char *senv = getenv("RLC_TEST_SEED");
+    uint64_t seed = senv ? strtoull(senv, NULL, 10) : (uint64_t)time(NULL);
+    printf("float formatting: seed %llu (RLC_TEST_SEED repeats it)\n", (unsigned long long)seed);
+    const int n = getenv("RLC_SAN") ? 2000 : 20000;
+    rlc_strbuf js = {0};
+    rlc_sb_puts(&js, "{\"xs\": [");
+    int k = 0;
+    while (k < n) {
+        double d;
+        const uint64_t r = mix64(&seed);
+        switch (k % 4) {
+        case 0: memcpy(&d, &r, sizeof d); break;                                    // any bit pattern
+        case 1: d = (double)(int64_t)(r % 2000001 - 1000000) / pow(10.0, (double)((r >> 40) % 12)); break;
+        case 2: d = pow(10.0, (double)((int)((r >> 8) % 45) - 22)) * (1.0 + (double)(r % 1000) * 1e-3); break;
+        default: d = (double)(r >> 11) * 0x1p-1074 * (double)((r >> 3) % 7 + 1); break;   // subnormals and small
+        }
+        if (!isfinite(d) || (d == floor(d) && fabs(d) < 9007199254740992.0)) continue;
+        char num[40];
+        snprintf(num, sizeof num, "%.17g", d);
+        if (!strpbrk(num, ".e")) continue;   // integer text: Python keeps an exact int, JSON input here a double
+        rlc_sb_printf(&js, "%s%s", k ? ", " : "", num);
+        k++;
+    }
+    rlc_sb_puts(&js, "]}");
+    const char *src = "{% for x in xs %}{{ x }} {{ x|tojson }} {{ -x }}\n{% endfor %}";
+    rlc_strbuf out = {0}, err = {0};
+    TL_CHECK(render(src, js.s, &out, &err) == 0, "float template renders: %s", S(&err));
+    char *dir = tl_tmpdir("tmpl_floats");
+    char *in = write_tmp(dir, "vars.json", js.s);
+    char *tp = write_tmp(dir, "t.jinja", src);
+    char want_path[4096];
+    snprintf(want_path, sizeof want_path, "%s/want.txt", dir);
+    TL_CHECK(tl_system("/usr/bin/python3 -c 'import sys, json, jinja2; "
+                       "t = jinja2.Environment().from_string(open(sys.argv[2]).read()); "
+                       "open(sys.argv[3], \"w\").write(t.render(**json.load(open(sys.argv[1]))))' '%s' '%s' '%s'",
+                       in, tp, want_path) == 0,
+             "jinja2 renders the float template");
+    char *want = rlc_read_file(want_path, NULL);
+    int lines = 0, bad = 0;
+    const char *a = out.s ? out.s : "", *b = want ? want : "";
+    while (*a || *b) {   // compare line by line to name the first difference
+        const char *ea = strchr(a, '\n'), *eb = strchr(b, '\n');
+        size_t la = ea ? (size_t)(ea - a) : strlen(a), lb = eb ? (size_t)(eb - b) : strlen(b);
+        if (la != lb || memcmp(a, b, la)) {
+            if (!bad) printf("  first difference, line %d: rlc '%.*s', jinja2 '%.*s'\n", lines + 1, (int)la, a, (int)lb, b);
+            bad++;
+        }
+        lines++;
+        a += la + (ea ? 1 : 0);
+        b += lb + (eb ? 1 : 0);
+    }
+    TL_CHECK(bad == 0 && lines == n, "%d floats print as jinja2 prints them ({{ x }}, tojson, negation): %d differ", lines, bad);
+    free(want);
+    free(in);
+    free(tp);
+    free(dir);
+    rlc_sb_free(&js);
+    rlc_sb_free(&out);
+    rlc_sb_free(&err);
+}
+
 int main(void) {
     test_constructs();
     test_constructs_vs_jinja2();
@@ -412,5 +491,6 @@ int main(void) {
     test_chat_layer();
     test_sft_masks();
     test_date_pinned();
+    test_floats_vs_python();
     return tl_summary();
 }

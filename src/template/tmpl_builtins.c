@@ -19,11 +19,13 @@ tv tm_arg(tm_args *a, int pos, const char *name, tv dflt) {
 }
 
 static tv undef_attr(tm_ctx *c, tv obj, const char *name, size_t n) {
-    tv u = tv_undef(tm_strndup(&c->arena, name, n));
+    tm_undef_attr *m = tm_alloc(&c->arena, sizeof *m);
+    m->name = tm_strndup(&c->arena, name, n);
     char *owner = tm_alloc(&c->arena, 48);
     if (obj.kind == TV_NONE) strcpy(owner, "'None'");
     else snprintf(owner, 48, "'%s object'", tm_type_name(obj));
-    u.n = (size_t)(uintptr_t)owner;
+    m->owner = owner;
+    tv u = {TV_UNDEF, 1, {.miss = m}};
     return u;
 }
 
@@ -40,6 +42,10 @@ static int name_is(const char *s, size_t n, const char *lit) { return lit[0] == 
 
 // ---- code-point helpers ----
 static size_t cp_next(const char *s, size_t n, size_t i, int32_t *cp) {
+    if ((unsigned char)s[i] < 0x80) {   // ASCII: no decoder call
+        *cp = (unsigned char)s[i];
+        return 1;
+    }
     utf8proc_int32_t c;
     utf8proc_ssize_t k = utf8proc_iterate((const utf8proc_uint8_t *)s + i, (utf8proc_ssize_t)(n - i), &c);
     if (k <= 0) { *cp = (unsigned char)s[i]; return 1; }
@@ -468,7 +474,7 @@ static const char *const UNSAFE[] = {"append", "extend", "insert", "pop", "remov
                                      "update", "setdefault", "popitem", "add", "discard"};
 
 // the dict methods (attributes looked up before keys): the safe ones and those the sandbox refuses
-static int is_dict_attr(const char *s, size_t n) {
+int tm_is_dict_attr(const char *s, size_t n) {
     switch (n) {
     case 3: return !memcmp(s, "get", 3) || !memcmp(s, "pop", 3);
     case 4: return !memcmp(s, "keys", 4) || !memcmp(s, "copy", 4);
@@ -488,7 +494,7 @@ tv tm_get_attr(tm_ctx *c, tv obj, const char *name, size_t n) {
             tv *v = tm_dict_get(obj.u.d, name, n);
             return v ? *v : undef_attr(c, obj, name, n);
         }
-        if (is_dict_attr(name, n)) {   // Python attributes come before items
+        if (tm_is_dict_attr(name, n)) {   // Python attributes come before items
             if (name_is(name, n, "items")) return bound(c, "items", d_items, obj);
             if (name_is(name, n, "keys")) return bound(c, "keys", d_keys, obj);
             if (name_is(name, n, "values")) return bound(c, "values", d_values, obj);

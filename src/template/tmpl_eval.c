@@ -34,8 +34,8 @@ void tm_scope_set(tm_ctx *c, tm_scope *s, const char *name, tv v) {   // name: i
         if (s->names[i] == name) { s->vals[i] = v; return; }
     if (s->n == s->cap) {
         int nc = s->cap ? s->cap * 2 : 8;
-        const char **nn = tm_alloc(&c->arena, (size_t)nc * sizeof *nn);
-        tv *nv = tm_alloc(&c->arena, (size_t)nc * sizeof *nv);
+        const char **nn = tm_alloc_raw(&c->arena, (size_t)nc * sizeof *nn);   // only the first n are ever read
+        tv *nv = tm_alloc_raw(&c->arena, (size_t)nc * sizeof *nv);
         if (s->n) {
             memcpy(nn, s->names, (size_t)s->n * sizeof *nn);
             memcpy(nv, s->vals, (size_t)s->n * sizeof *nv);
@@ -52,6 +52,17 @@ static tv *scope_find(tm_scope *s, const char *name) {   // name: interned
         for (int i = s->n - 1; i >= 0; i--)
             if (s->names[i] == name) return &s->vals[i];
     return NULL;
+}
+
+// Leaves evaluated in place: a constant or a variable (most operands) costs no call and no indirect jump.
+// Neither can fail, so the line for error messages stays the parent's.
+static inline tv ev(tm_ctx *c, tm_scope *s, tnode *n) {
+    if (n->type == N_CONST) return n->lit;
+    if (n->type == N_NAME) {
+        tv *v = scope_find(s, n->str);
+        return v ? *v : tv_undef(n->str);
+    }
+    return tm_eval(c, s, n);
 }
 
 // ---- arithmetic ----
@@ -167,6 +178,7 @@ static int contains(tm_ctx *c, tv item, tv cont) {
         return 0;
     case TV_DICT:
         if (cont.u.d->ns) break;
+        if (item.kind == TV_STR) return tm_dict_get(cont.u.d, item.u.s, item.n) != NULL;   // a str equals str keys only
         return tm_dict_getv(cont.u.d, item) != NULL;
     case TV_UNDEF: return 0;
     default: break;
@@ -175,6 +187,8 @@ static int contains(tm_ctx *c, tv item, tv cont) {
 }
 
 static int compare_op(tm_ctx *c, int op, tv a, tv b) {
+    if (a.kind == TV_STR && b.kind == TV_STR && op <= CMP_NE)   // role == 'user': the common case, inline
+        return (a.n == b.n && (a.n == 0 || (a.u.s[0] == b.u.s[0] && !memcmp(a.u.s, b.u.s, a.n)))) == (op == CMP_EQ);
     switch (op) {
     case CMP_EQ: return tm_equal(a, b);
     case CMP_NE: return !tm_equal(a, b);
@@ -253,32 +267,35 @@ static tv do_slice(tm_ctx *c, tv obj, tv *parts) {
 static void eval_args(tm_ctx *c, tm_scope *s, tnode *n, tm_args *a, tv *first) {
     int extra = first ? 1 : 0;
     a->npos = n->nkids + extra;
-    a->pos = tm_alloc(&c->arena, (size_t)(a->npos + 1) * sizeof(tv));
+    a->pos = NULL;   // no arguments (`x is defined`, `x|trim`): nothing allocated
+    if (a->npos) a->pos = tm_alloc_raw(&c->arena, (size_t)a->npos * sizeof(tv));
     if (first) a->pos[0] = *first;
-    for (int i = 0; i < n->nkids; i++) a->pos[i + extra] = tm_eval(c, s, n->kids[i]);
+    for (int i = 0; i < n->nkids; i++) a->pos[i + extra] = ev(c, s, n->kids[i]);
     a->nkw = n->nkids2;
     a->kwn = n->names;
-    a->kwv = tm_alloc(&c->arena, (size_t)(a->nkw + 1) * sizeof(tv));
+    a->kwv = NULL;
+    if (a->nkw) a->kwv = tm_alloc_raw(&c->arena, (size_t)a->nkw * sizeof(tv));
     for (int i = 0; i < n->nkids2; i++) a->kwv[i] = tm_eval(c, s, n->kids2[i]);
 }
 
 static void exec_body(tm_ctx *c, tm_scope *s, tnode **kids, int n);
 static tv add_chain(tm_ctx *c, tm_scope *s, tnode *n, rlc_strbuf *direct);
 
-// Output captured into a temporary buffer (macro bodies, block sets, filter blocks); the buffer is
-// registered so that an error unwinding through it frees it.
-static rlc_strbuf *capture_begin(tm_ctx *c, rlc_strbuf *buf) {
+// Output captured into a temporary buffer (macro bodies, block sets, filter blocks). The buffer is a slot of
+// the context, not a local of the capturing frame: an error unwinding past that frame still finds and frees it.
+static rlc_strbuf *capture_begin(tm_ctx *c, rlc_strbuf **saved) {
     if (c->nlive == (int)(sizeof c->live / sizeof c->live[0])) tm_raise(c, "blocks and macro calls nested too deeply");
-    c->live[c->nlive++] = buf;
-    rlc_strbuf *saved = c->out;
+    rlc_strbuf *buf = &c->live[c->nlive++];
+    memset(buf, 0, sizeof *buf);
+    *saved = c->out;
     c->out = buf;
-    return saved;
+    return buf;
 }
 static tv capture_end(tm_ctx *c, rlc_strbuf *buf, rlc_strbuf *saved) {
     c->out = saved;
-    c->nlive--;
     tv r = tv_str(tm_strndup(&c->arena, buf->s ? buf->s : "", buf->n), buf->n);
     rlc_sb_free(buf);
+    c->nlive--;
     return r;
 }
 
@@ -313,13 +330,13 @@ tv tm_call_macro(tm_ctx *c, tv_func *f, tm_args *a, tnode *caller_sig, tm_scope 
         tv cv = {TV_FUNC, 0, {.fn = cf}};
         tm_scope_set(c, s, c->tmpl->sym[TM_SYM_CALLER], cv);
     }
-    rlc_strbuf buf = {0}, *saved = capture_begin(c, &buf);
+    rlc_strbuf *saved, *buf = capture_begin(c, &saved);
     int line = c->line;
     exec_body(c, s, m->a->kids, m->a->nkids);
     c->loop_ctl = 0;
     c->line = line;
     c->depth--;
-    return capture_end(c, &buf, saved);
+    return capture_end(c, buf, saved);
 }
 
 tv tm_call(tm_ctx *c, tv fn, tm_args *a) {
@@ -349,7 +366,7 @@ static tv add_chain(tm_ctx *c, tm_scope *s, tnode *n, rlc_strbuf *direct) {
         x = x->a;
     }
     ops[k++] = x;   // ops[k-1] is the leftmost operand
-    tv acc = tm_eval(c, s, ops[k - 1]);
+    tv acc = ev(c, s, ops[k - 1]);
     int i = k - 2;
     if (acc.kind == TV_STR) {
         tv part_small[64];
@@ -357,7 +374,7 @@ static tv add_chain(tm_ctx *c, tm_scope *s, tnode *n, rlc_strbuf *direct) {
         size_t len = acc.n;
         part_small[np++] = acc;
         for (; i >= 0; i--) {
-            tv b = tm_eval(c, s, ops[i]);
+            tv b = ev(c, s, ops[i]);
             if (b.kind != TV_STR) {
                 c->line = n->line;
                 binop(c, OP_ADD, acc, b);   // str + non-str: raises as Python does
@@ -379,7 +396,7 @@ static tv add_chain(tm_ctx *c, tm_scope *s, tnode *n, rlc_strbuf *direct) {
         return tv_str(p, len);
     }
     for (; i >= 0; i--) {
-        tv b = tm_eval(c, s, ops[i]);
+        tv b = ev(c, s, ops[i]);
         c->line = n->line;
         acc = binop(c, OP_ADD, acc, b);
     }
@@ -407,14 +424,14 @@ static __attribute__((noinline)) tv eval_n_call(tm_ctx *c, tm_scope *s, tnode *n
         return tm_call(c, fn, &a);
 }
 static __attribute__((noinline)) tv eval_n_filter(tm_ctx *c, tm_scope *s, tnode *n) {
-        tv v = tm_eval(c, s, n->a);
+        tv v = ev(c, s, n->a);
         tm_args a;
         eval_args(c, s, n, &a, NULL);
         c->line = n->line;
         return n->fn(c, v, &a);
 }
 static __attribute__((noinline)) tv eval_n_test(tm_ctx *c, tm_scope *s, tnode *n) {
-        tv v = tm_eval(c, s, n->a);
+        tv v = ev(c, s, n->a);
         tm_args a;
         eval_args(c, s, n, &a, NULL);
         c->line = n->line;
@@ -466,9 +483,9 @@ static __attribute__((noinline)) tv eval_n_unary(tm_ctx *c, tm_scope *s, tnode *
         tm_raise(c, "bad operand type for unary %s: '%s'", n->type == N_NEG ? "-" : "+", tm_type_name(a));
 }
 static __attribute__((noinline)) tv eval_n_compare(tm_ctx *c, tm_scope *s, tnode *n) {
-        tv a = tm_eval(c, s, n->kids[0]);
+        tv a = ev(c, s, n->kids[0]);
         for (int i = 1; i < n->nkids; i++) {
-            tv b = tm_eval(c, s, n->kids[i]);
+            tv b = ev(c, s, n->kids[i]);
             c->line = n->line;
             if (!compare_op(c, n->ops[i - 1], a, b)) return tv_bool(0);
             a = b;
@@ -477,12 +494,12 @@ static __attribute__((noinline)) tv eval_n_compare(tm_ctx *c, tm_scope *s, tnode
 }
 static __attribute__((noinline)) tv eval_n_binop(tm_ctx *c, tm_scope *s, tnode *n) {
         if (n->op == OP_ADD && n->a->type == N_BINOP && n->a->op == OP_ADD) return add_chain(c, s, n, NULL);
-        tv a = tm_eval(c, s, n->a), b = tm_eval(c, s, n->b);
+        tv a = ev(c, s, n->a), b = ev(c, s, n->b);
         c->line = n->line;
         return binop(c, n->op, a, b);
 }
 static __attribute__((noinline)) tv eval_n_getitem(tm_ctx *c, tm_scope *s, tnode *n) {
-        tv o = tm_eval(c, s, n->a), k = tm_eval(c, s, n->b);
+        tv o = ev(c, s, n->a), k = ev(c, s, n->b);
         c->line = n->line;
         return tm_get_item(c, o, k);
 }
@@ -496,11 +513,25 @@ tv tm_eval(tm_ctx *c, tm_scope *s, tnode *n) {
         return v ? *v : tv_undef(n->str);
     }
     case N_GETATTR: {
-        tv o = tm_eval(c, s, n->a);
+        tv o = ev(c, s, n->a);
         c->line = n->line;
+        if (o.kind == TV_DICT && !n->op) {   // a name no dict method has (the parser's verdict): an item
+            tv *v = tm_dict_get(o.u.d, n->str, n->slen);
+            if (v) return *v;
+        }
         return tm_get_attr(c, o, n->str, n->slen);
     }
-    case N_GETITEM: return eval_n_getitem(c, s, n);
+    case N_GETITEM:
+        if (n->b->type == N_CONST && n->b->lit.kind == TV_STR) {   // message['role']: a dict item at once
+            tv o = ev(c, s, n->a);
+            c->line = n->line;
+            if (o.kind == TV_DICT && !o.u.d->ns) {
+                tv *v = tm_dict_get(o.u.d, n->b->lit.u.s, n->b->lit.n);
+                if (v) return *v;
+            }
+            return tm_get_item(c, o, n->b->lit);
+        }
+        return eval_n_getitem(c, s, n);
     case N_SLICE: return eval_n_slice(c, s, n);
     case N_CALL: return eval_n_call(c, s, n);
     case N_FILTER: return eval_n_filter(c, s, n);
@@ -508,18 +539,18 @@ tv tm_eval(tm_ctx *c, tm_scope *s, tnode *n) {
     case N_BINOP: return eval_n_binop(c, s, n);
     case N_NEG: case N_POS: return eval_n_unary(c, s, n);
     case N_AND: {
-        tv a = tm_eval(c, s, n->a);
-        return tm_truthy(a) ? tm_eval(c, s, n->b) : a;
+        tv a = ev(c, s, n->a);
+        return tm_truthy(a) ? ev(c, s, n->b) : a;
     }
     case N_OR: {
-        tv a = tm_eval(c, s, n->a);
-        return tm_truthy(a) ? a : tm_eval(c, s, n->b);
+        tv a = ev(c, s, n->a);
+        return tm_truthy(a) ? a : ev(c, s, n->b);
     }
-    case N_NOT: return tv_bool(!tm_truthy(tm_eval(c, s, n->a)));
+    case N_NOT: return tv_bool(!tm_truthy(ev(c, s, n->a)));
     case N_COMPARE: return eval_n_compare(c, s, n);
     case N_CONCAT: return eval_n_concat(c, s, n);
     case N_COND:
-        if (tm_truthy(tm_eval(c, s, n->a))) return tm_eval(c, s, n->b);
+        if (tm_truthy(ev(c, s, n->a))) return ev(c, s, n->b);
         return n->c ? tm_eval(c, s, n->c) : tv_undef(NULL);
     case N_LIST: case N_TUPLE: return eval_n_list(c, s, n);
     case N_DICT: return eval_n_dict(c, s, n);
@@ -544,9 +575,9 @@ static void assign(tm_ctx *c, tm_scope *s, tnode *target, tv v) {
 }
 
 static tv capture(tm_ctx *c, tm_scope *s, tnode **kids, int n) {
-    rlc_strbuf buf = {0}, *saved = capture_begin(c, &buf);
+    rlc_strbuf *saved, *buf = capture_begin(c, &saved);
     exec_body(c, s, kids, n);
-    return capture_end(c, &buf, saved);
+    return capture_end(c, buf, saved);
 }
 
 static void exec_for(tm_ctx *c, tm_scope *s, tnode *n) {
@@ -594,24 +625,24 @@ static void exec_node(tm_ctx *c, tm_scope *s, tnode *n) {
         }
         if (n->a->type == N_FILTER && n->a->fn == tm_f_tojson) {   // {{ x|tojson }}: dumped straight into the output
             tnode *f = n->a;
-            tv v = tm_eval(c, s, f->a);
+            tv v = ev(c, s, f->a);
             tm_args a;
             eval_args(c, s, f, &a, NULL);
             c->line = f->line;
             tm_tojson_into(c, v, &a, c->out);
             return;
         }
-        tv v = tm_eval(c, s, n->a);
+        tv v = ev(c, s, n->a);
         if (v.kind == TV_STR) tm_put(c->out, v.u.s, v.n);
         else tm_to_str(c, v, c->out);
         return;
     }
     case N_IF:
-        if (tm_truthy(tm_eval(c, s, n->a))) exec_body(c, s, n->kids, n->nkids);
+        if (tm_truthy(ev(c, s, n->a))) exec_body(c, s, n->kids, n->nkids);
         else exec_body(c, s, n->kids2, n->nkids2);
         return;
     case N_FOR: exec_for(c, s, n); return;
-    case N_SET: assign(c, s, n->a, tm_eval(c, s, n->b)); return;
+    case N_SET: assign(c, s, n->a, ev(c, s, n->b)); return;
     case N_SETBLOCK: {
         tv v = capture(c, s, n->kids, n->nkids);
         if (n->c) v = apply_filters(c, s, n->c, v);
@@ -662,7 +693,7 @@ static void exec_body(tm_ctx *c, tm_scope *s, tnode **kids, int n) {
 
 int rlc_tmpl_render_vars(const rlc_tmpl *t, int nv, const char *const *names, const cJSON *const *values,
                          rlc_strbuf *out, rlc_strbuf *err) {
-    tm_ctx *c = rlc_malloc(sizeof *c);
+    tm_ctx ctx, *c = &ctx;   // on this frame: a render makes no heap allocation it can avoid
     memset(c, 0, offsetof(tm_ctx, live));
     // the first 16 KB of values live on this stack frame: most renders then make no heap chunk at all
     union { tm_chunk ch; unsigned char b[sizeof(tm_chunk) + 16384]; } first;
@@ -676,10 +707,9 @@ int rlc_tmpl_render_vars(const rlc_tmpl *t, int nv, const char *const *names, co
     c->tmpl = t;
     c->line = 1;
     if (setjmp(c->jmp)) {
-        for (int i = 0; i < c->nlive; i++) rlc_sb_free(c->live[i]);   // captures in progress
+        for (int i = 0; i < c->nlive; i++) rlc_sb_free(&c->live[i]);   // captures in progress
         rlc_sb_free(&c->scratch);
         tm_arena_free(&c->arena);
-        free(c);
         return -1;
     }
     c->globals = scope_new(c, NULL);
@@ -694,7 +724,6 @@ int rlc_tmpl_render_vars(const rlc_tmpl *t, int nv, const char *const *names, co
     c->loop_ctl = 0;
     rlc_sb_free(&c->scratch);
     tm_arena_free(&c->arena);
-    free(c);
     return 0;
 }
 

@@ -72,10 +72,11 @@ struct tv_list;
 struct tv_dict;
 struct tv_func;
 struct tm_loop;
+struct tm_undef_attr;
+// 16 bytes, so that a value is passed and returned in two registers (the evaluator returns one per node)
 typedef struct tv {
-    int kind;      // tv_kind
-    size_t n;      // TV_STR: byte length; TV_UNDEF: (const char *) the owner's type repr ("'dict object'") of an
-                   // attribute miss, or 0
+    uint64_t kind : 8;   // tv_kind
+    uint64_t n : 56;     // TV_STR: byte length; TV_UNDEF: 1 for an attribute miss (u.miss), else 0
     union {
         int64_t i;   // TV_BOOL, TV_INT
         double f;
@@ -84,9 +85,15 @@ typedef struct tv {
         struct tv_dict *d;
         struct tv_func *fn;
         struct tm_loop *loop;
-        const char *undef_name;   // TV_UNDEF: the missing name (NUL-terminated) or NULL
+        const char *undef_name;   // TV_UNDEF with n == 0: the missing name (NUL-terminated) or NULL
+        const struct tm_undef_attr *miss;   // TV_UNDEF with n == 1
     } u;
-} tv;   // 24 bytes, passed by value
+} tv;
+_Static_assert(sizeof(tv) == 16, "tv must stay two machine words");
+typedef struct tm_undef_attr {
+    const char *name;    // the missing attribute (NUL-terminated)
+    const char *owner;   // its owner's type repr ("'dict object'", "'None'")
+} tm_undef_attr;
 
 typedef struct tv_list {
     tv *v;        // (n)
@@ -155,15 +162,19 @@ typedef enum {
 typedef enum { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_FLOORDIV, OP_MOD, OP_POW } tm_binop;
 typedef enum { CMP_EQ, CMP_NE, CMP_LT, CMP_LE, CMP_GT, CMP_GE, CMP_IN, CMP_NOTIN } tm_cmpop;
 
+// The fields most nodes read come first, in one 64-byte line: type, line, operands, the literal and name.
 typedef struct tnode {
-    int type, line, op;          // op: tm_binop / test negation / N_COMPARE count
-    struct tnode *a, *b, *c;     // operands (see the parser for each type's use)
-    struct tnode **kids; int nkids;     // body / items / positional args / compare operands
-    struct tnode **kids2; int nkids2;   // else body / dict values / keyword-argument values
-    const char **names; int nnames;     // keyword-argument names / macro parameters / set targets
-    int *ops;                           // N_COMPARE: (nkids) comparison operators
+    int type, line, op;          // op: tm_binop / test negation / N_GETATTR: the name is a dict method
+    int nkids;
+    struct tnode *a, *b;         // operands (see the parser for each type's use)
     tv lit;                             // N_CONST
     const char *str; size_t slen;       // N_DATA text, names (NUL-terminated)
+    struct tnode **kids;                // (nkids) body / items / positional args / compare operands
+    struct tnode *c;                    // third operand
+    struct tnode **kids2; int nkids2;   // else body / dict values / keyword-argument values
+    int nnames;
+    const char **names;                 // (nnames) keyword-argument names / macro parameters / set targets
+    int *ops;                           // N_COMPARE: (nkids) comparison operators
     tm_builtin_fn fn;                   // N_FILTER / N_TEST: the resolved builtin
 } tnode;
 
@@ -172,9 +183,11 @@ typedef struct tnode {
 enum { TM_SYM_LOOP, TM_SYM_CALLER, TM_SYM_RANGE, TM_SYM_DICT, TM_SYM_NAMESPACE, TM_SYM_RAISE, TM_SYM_STRFTIME, TM_SYM_N };
 struct rlc_tmpl {
     tm_arena arena;
+    tm_arena nodes;   // the syntax tree alone, dense in parse order (a render walks it: fewer cache lines)
     tnode *root;      // N_BODY
     char *name;
     const char **syms; int nsyms, capsyms;   // interned names
+    int *symhash; int hmask;                 // (hmask + 1) open-addressing slots: index into syms, or -1
     const char *sym[TM_SYM_N];               // the names the engine itself binds
     int sym_used[TM_SYM_N];                  // ... and whether the template names them
     int64_t (*now)(void *arg);               // strftime_now's clock (NULL: time(NULL))
@@ -205,7 +218,7 @@ typedef struct tm_ctx {
     const rlc_tmpl *tmpl;
     rlc_strbuf scratch;     // reused by tojson for every call of a render (no regrowth); freed with the context
     int nlive;
-    rlc_strbuf *live[512];  // (nlive) capture buffers in use (freed if an error unwinds); last: not zeroed
+    rlc_strbuf live[512];   // (nlive) capture buffers in use (freed if an error unwinds); last: not zeroed
 } tm_ctx;
 
 // Limits that keep a hostile or broken template from running away (jinja2 has none; chat templates are tiny).
@@ -244,6 +257,7 @@ tv tm_f_tojson(struct tm_ctx *c, tv x, tm_args *a);
 void tm_tojson_into(struct tm_ctx *c, tv x, tm_args *a, rlc_strbuf *o);
 tm_builtin_fn tm_find_test(const char *name);
 tv tm_get_attr(tm_ctx *c, tv obj, const char *name, size_t n);   // obj.name (methods, then items)
+int tm_is_dict_attr(const char *name, size_t n);   // a dict method's name (dict.name is then not an item)
 tv tm_get_item(tm_ctx *c, tv obj, tv key);                       // obj[key] (items, then attributes)
 void tm_install_globals(tm_ctx *c, tm_scope *s);
 tv tm_call(tm_ctx *c, tv fn, tm_args *a);

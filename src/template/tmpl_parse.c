@@ -2,6 +2,7 @@
 // blocks, whitespace control already applied by the lexer), name interning, and rlc_tmpl_parse itself.
 // Expressions are parsed in tmpl_parse_expr.c.
 #include <setjmp.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -279,6 +280,26 @@ static tnode *parse_stmt(parser *P) {
     return n;
 }
 
+// Append text to a body: text right after text (data, `{{ "literal" }}`) becomes one node, written with
+// one append at render time.
+static void push_text(parser *P, nvec *body, const char *s, size_t n, int line) {
+    tnode *last = body->n ? body->v[body->n - 1] : NULL;
+    if (last && last->type == N_DATA) {
+        char *m = tm_alloc_raw(P->a, last->slen + n + 1);
+        memcpy(m, last->str, last->slen);
+        memcpy(m + last->slen, s, n);
+        m[last->slen + n] = 0;
+        last->str = m;
+        last->slen += n;
+        return;
+    }
+    tnode *d = node(P, N_DATA);
+    d->line = line;
+    d->str = s;
+    d->slen = n;
+    nv_push(P, body, d);
+}
+
 // Parse nodes until a block whose keyword is one of ends (left current, at the keyword) or EOF.
 static void parse_body(parser *P, nvec *body, const char *const *ends, int nends, const char *stmt, int stmt_line) {
     for (;;) {
@@ -289,10 +310,7 @@ static void parse_body(parser *P, nvec *body, const char *const *ends, int nends
                  stmt_line, ends[nends - 1]);
         }
         if (t->type == T_DATA) {
-            tnode *n = node(P, N_DATA);
-            n->str = t->s;
-            n->slen = t->n;
-            nv_push(P, body, n);
+            push_text(P, body, t->s, t->n, t->line);
             P->pos++;
         } else if (t->type == T_VAR_BEGIN) {
             tnode *n = node(P, N_OUTPUT);
@@ -300,7 +318,8 @@ static void parse_body(parser *P, nvec *body, const char *const *ends, int nends
             n->a = tm_parse_expr(P);
             if (cur(P)->type != T_VAR_END) unexpected(P, "end of print statement");
             P->pos++;
-            nv_push(P, body, n);
+            if (n->a->type == N_CONST && n->a->lit.kind == TV_STR) push_text(P, body, n->a->lit.u.s, n->a->lit.n, n->line);
+            else nv_push(P, body, n);
         } else if (t->type == T_BLOCK_BEGIN) {
             tm_tok *k = &P->t[P->pos + 1];
             if (k->type == T_NAME)
@@ -321,10 +340,39 @@ static void parse_body(parser *P, nvec *body, const char *const *ends, int nends
     }
 }
 
+// length, first and last bytes mixed: names a template tells apart rarely share all three, and this costs
+// a strlen and a multiply (the probe then compares the whole name)
+static uint32_t sym_hash(const char *s) {
+    size_t n = strlen(s);
+    uint32_t x = (uint32_t)n * 0x9E3779B1u ^ (uint32_t)(unsigned char)s[0] << 8 ^ (uint32_t)(unsigned char)s[n ? n - 1 : 0];
+    return (x * 0x85EBCA6Bu) ^ (x >> 13);
+}
+
+// Every render looks each of its variables up here: hashed once parsing is done, a linear scan before.
 const char *tm_sym_find(const rlc_tmpl *t, const char *s) {
+    if (t->symhash) {
+        for (uint32_t h = sym_hash(s) & (uint32_t)t->hmask;; h = (h + 1) & (uint32_t)t->hmask) {
+            int i = t->symhash[h];
+            if (i < 0) return NULL;
+            if (t->syms[i][0] == s[0] && !strcmp(t->syms[i], s)) return t->syms[i];
+        }
+    }
     for (int i = 0; i < t->nsyms; i++)
         if (t->syms[i][0] == s[0] && !strcmp(t->syms[i], s)) return t->syms[i];
     return NULL;
+}
+
+static void sym_index(rlc_tmpl *t) {   // at most half full: a miss ends at an empty slot soon
+    int cap = 16;
+    while (cap < 2 * t->nsyms) cap *= 2;
+    t->symhash = tm_alloc_raw(&t->arena, (size_t)cap * sizeof *t->symhash);
+    for (int i = 0; i < cap; i++) t->symhash[i] = -1;
+    t->hmask = cap - 1;
+    for (int i = 0; i < t->nsyms; i++) {
+        uint32_t h = sym_hash(t->syms[i]) & (uint32_t)t->hmask;
+        while (t->symhash[h] >= 0) h = (h + 1) & (uint32_t)t->hmask;
+        t->symhash[h] = i;
+    }
 }
 
 const char *tm_intern(rlc_tmpl *t, const char *s) {
@@ -362,6 +410,7 @@ rlc_tmpl *rlc_tmpl_parse(const char *src, size_t n, const char *name, rlc_strbuf
     nvec body = {0};
     parse_body(&P, &body, NULL, 0, NULL, 0);
     t->root = mk_body(&P, &body, 1);
+    sym_index(t);
     return t;
 }
 
@@ -373,6 +422,7 @@ void rlc_tmpl_set_clock(rlc_tmpl *t, int64_t (*now)(void *arg), void *arg) {
 void rlc_tmpl_free(rlc_tmpl *t) {
     if (!t) return;
     tm_arena_free(&t->arena);
+    tm_arena_free(&t->nodes);
     free(t->name);
     free(t);
 }

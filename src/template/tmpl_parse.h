@@ -81,7 +81,7 @@ static inline void expect_block_end(parser *P) {
 }
 
 static inline tnode *node(parser *P, int type) {
-    tnode *n = tm_alloc(P->a, sizeof *n);
+    tnode *n = tm_alloc(&P->tmpl->nodes, sizeof *n);
     n->type = type;
     n->line = cur(P)->line;
     return n;

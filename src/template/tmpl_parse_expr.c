@@ -174,6 +174,7 @@ static tnode *parse_postfix(parser *P, tnode *n) {
                 g->a = n;
                 g->str = t->s;
                 g->slen = t->n;
+                g->op = tm_is_dict_attr(t->s, t->n);   // else, on a dict, an item lookup at once
                 P->pos++;
                 n = g;
             } else if (t->type == T_INT) {

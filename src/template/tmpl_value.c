@@ -39,14 +39,14 @@ void tm_arena_free(tm_arena *a) {
 
 tv_list *tm_list_new(tm_arena *a, size_t cap) {
     tv_list *l = tm_alloc(a, sizeof *l);
-    if (cap) l->v = tm_alloc(a, cap * sizeof(tv));
+    if (cap) l->v = tm_alloc_raw(a, cap * sizeof(tv));   // only the first n are ever read
     l->cap = cap;
     return l;
 }
 void tm_list_push(tm_arena *a, tv_list *l, tv v) {
     if (l->n == l->cap) {
         size_t nc = l->cap ? l->cap * 2 : 8;
-        tv *nv = tm_alloc(a, nc * sizeof(tv));
+        tv *nv = tm_alloc_raw(a, nc * sizeof(tv));
         if (l->n) memcpy(nv, l->v, l->n * sizeof(tv));
         l->v = nv;
         l->cap = nc;
@@ -56,8 +56,8 @@ void tm_list_push(tm_arena *a, tv_list *l, tv v) {
 tv_dict *tm_dict_new(tm_arena *a, size_t cap) {
     tv_dict *d = tm_alloc(a, sizeof *d);
     if (cap) {
-        d->k = tm_alloc(a, cap * sizeof(tv));
-        d->v = tm_alloc(a, cap * sizeof(tv));
+        d->k = tm_alloc_raw(a, 2 * cap * sizeof(tv));   // only the first n are ever read
+        d->v = d->k + cap;
     }
     d->cap = cap;
     return d;
@@ -68,8 +68,12 @@ tv *tm_dict_getv(const tv_dict *d, tv k) {
     return NULL;
 }
 tv *tm_dict_get(const tv_dict *d, const char *k, size_t n) {
-    for (size_t i = 0; i < d->n; i++)
-        if (d->k[i].kind == TV_STR && d->k[i].n == n && !memcmp(d->k[i].u.s, k, n)) return &d->v[i];
+    // the first byte is compared inline: most keys differ there, sparing a memcmp call per key
+    for (size_t i = 0; i < d->n; i++) {
+        const tv *e = &d->k[i];
+        if (e->kind == TV_STR && e->n == n && (n == 0 || (e->u.s[0] == k[0] && !memcmp(e->u.s + 1, k + 1, n - 1))))
+            return &d->v[i];
+    }
     return NULL;
 }
 void tm_dict_set(tm_arena *a, tv_dict *d, tv k, tv v) {
@@ -77,7 +81,7 @@ void tm_dict_set(tm_arena *a, tv_dict *d, tv k, tv v) {
     if (e) { *e = v; return; }
     if (d->n == d->cap) {
         size_t nc = d->cap ? d->cap * 2 : 8;
-        tv *nk = tm_alloc(a, nc * sizeof(tv)), *nv = tm_alloc(a, nc * sizeof(tv));
+        tv *nk = tm_alloc_raw(a, 2 * nc * sizeof(tv)), *nv = nk + nc;
         if (d->n) {
             memcpy(nk, d->k, d->n * sizeof(tv));
             memcpy(nv, d->v, d->n * sizeof(tv));
@@ -90,21 +94,28 @@ void tm_dict_set(tm_arena *a, tv_dict *d, tv k, tv v) {
     d->v[d->n++] = v;
 }
 
-tv tm_from_cjson(tm_arena *a, const cJSON *j) {
-    if (!j) return tv_none();
+// A JSON scalar as a value (1), or 0 for an array or object. Inline: most values of a conversation are
+// strings, converted without a call.
+static inline int cjson_scalar(const cJSON *j, tv *out) {
     switch (j->type & 0xFF) {   // the type bits, read directly: this runs for every value of every render
-    case cJSON_NULL: return tv_none();
-    case cJSON_True: return tv_bool(1);
-    case cJSON_False: return tv_bool(0);
+    case cJSON_String: case cJSON_Raw: *out = tv_str(j->valuestring, strlen(j->valuestring)); return 1;
+    case cJSON_NULL: *out = tv_none(); return 1;
+    case cJSON_True: *out = tv_bool(1); return 1;
+    case cJSON_False: *out = tv_bool(0); return 1;
     case cJSON_Number: {
         double d = j->valuedouble;
-        if (d == floor(d) && fabs(d) < 9007199254740992.0) return tv_int((int64_t)d);
-        return tv_float(d);
+        *out = d == floor(d) && fabs(d) < 9007199254740992.0 ? tv_int((int64_t)d) : tv_float(d);
+        return 1;
     }
-    case cJSON_String: case cJSON_Raw: return tv_str(j->valuestring, strlen(j->valuestring));
-    case cJSON_Array: case cJSON_Object: break;
-    default: return tv_none();
+    case cJSON_Array: case cJSON_Object: return 0;
+    default: *out = tv_none(); return 1;
     }
+}
+
+tv tm_from_cjson(tm_arena *a, const cJSON *j) {
+    tv r;
+    if (!j) return tv_none();
+    if (cjson_scalar(j, &r)) return r;
     size_t n = 0;
     const cJSON *it;
     for (it = j->child; it; it = it->next) n++;
@@ -112,20 +123,23 @@ tv tm_from_cjson(tm_arena *a, const cJSON *j) {
         tv_list *l = tm_alloc(a, sizeof *l);
         l->v = tm_alloc_raw(a, n * sizeof(tv));
         l->cap = n;
-        for (it = j->child; it; it = it->next) l->v[l->n++] = tm_from_cjson(a, it);
+        for (it = j->child; it; it = it->next)
+            if (!cjson_scalar(it, &l->v[l->n++])) l->v[l->n - 1] = tm_from_cjson(a, it);
         return tv_listv(l);
     }
     tv_dict *d = tm_alloc(a, sizeof *d);
-    d->k = tm_alloc_raw(a, n * sizeof(tv));
-    d->v = tm_alloc_raw(a, n * sizeof(tv));
+    d->k = tm_alloc_raw(a, 2 * n * sizeof(tv));
+    d->v = d->k + n;
     d->cap = n;
     for (it = j->child; it; it = it->next) {
         size_t kn = strlen(it->string);
-        tv *dup = tm_dict_get(d, it->string, kn);
-        if (dup) *dup = tm_from_cjson(a, it);   // a repeated key: the last wins, as json.loads does
+        tv v;
+        if (!cjson_scalar(it, &v)) v = tm_from_cjson(a, it);
+        tv *dup = d->n ? tm_dict_get(d, it->string, kn) : NULL;
+        if (dup) *dup = v;   // a repeated key: the last wins, as json.loads does
         else {
             d->k[d->n] = tv_str(it->string, kn);
-            d->v[d->n++] = tm_from_cjson(a, it);
+            d->v[d->n++] = v;
         }
     }
     return tv_dictv(d);
@@ -209,25 +223,56 @@ int64_t tm_str_len_cp(const char *s, size_t n) {
     return k;
 }
 
+// The shortest decimal M * 10^e (1 <= M < 10^15) that reads back as f, as M's digits and the decimal
+// exponent of its first digit; 0 if none has 15 digits or fewer (or 10^e would not be an exact double).
+// Fewest digits first: for d digits, M is the integer nearest |f| scaled to d digits, the closest of them
+// to f. M and 10^|e| are exact doubles, so M * 10^e and M / 10^-e are correctly rounded, as strtod reads
+// the decimal; with M < 10^15 < 2^50 no other d-digit integer can read back as f.
+static int short_decimal(double f, char digits[32], int *nd, int *exp) {
+    static const double P10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                                   1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+    double a = fabs(f);
+    if (!(a >= 1e-300 && a < 1e300)) return 0;
+    int e10 = (int)floor(log10(a));   // may be one off next to a power of ten: one digit count more is tried
+    for (int d = 0; d <= 15; d++) {
+        int sc = d - 1 - e10;   // a * 10^sc has about d digits before the point
+        if (sc > 22 || sc < -22) return 0;
+        double m = nearbyint(sc >= 0 ? a * P10[sc] : a / P10[-sc]);
+        if (m >= 1e15) return 0;
+        if (m < 1 || (sc >= 0 ? m / P10[sc] : m * P10[-sc]) != a) continue;
+        char tmp[24], *q = tmp + sizeof tmp;
+        uint64_t u = (uint64_t)m;
+        do { *--q = (char)('0' + u % 10); u /= 10; } while (u);
+        int len = (int)(tmp + sizeof tmp - q);
+        memcpy(digits, q, (size_t)len);
+        *nd = len;
+        *exp = len - 1 - sc;
+        return 1;
+    }
+    return 0;
+}
+
 // Python float repr: the shortest string that round-trips, fixed notation for 1e-4 <= |x| < 1e16
 void tm_fmt_float(double f, char buf[40]) {
     if (isnan(f)) { strcpy(buf, "nan"); return; }
     if (isinf(f)) { strcpy(buf, f < 0 ? "-inf" : "inf"); return; }
-    char tmp[40];
-    int prec;
-    // the 15-digit rounding, trailing zeros dropped, is the shortest form when it round-trips (every
-    // decimal of <= 15 digits survives the trip through a double); else 16 or 17 digits
-    for (prec = fabs(f) < 2.2250738585072014e-308 ? 1 : 15; prec <= 17; prec++) {   // subnormals: fewer digits
-        snprintf(tmp, sizeof tmp, "%.*e", prec - 1, f);
-        if (strtod(tmp, NULL) == f) break;
-    }
-    // tmp = d.ddddde[+-]XX ; digits and exponent
     char digits[32];
-    int nd = 0, neg = tmp[0] == '-';
-    const char *p = tmp + neg;
-    for (; *p && *p != 'e'; p++)
-        if (*p >= '0' && *p <= '9') digits[nd++] = *p;
-    int exp = atoi(p + 1);
+    int nd = 0, neg = signbit(f) != 0, exp;
+    if (!short_decimal(f, digits, &nd, &exp)) {
+        char tmp[40];
+        int prec;
+        // the 15-digit rounding, trailing zeros dropped, is the shortest form when it round-trips (every
+        // decimal of <= 15 digits survives the trip through a double); else 16 or 17 digits
+        for (prec = fabs(f) < 2.2250738585072014e-308 ? 1 : 15; prec <= 17; prec++) {   // subnormals: fewer digits
+            snprintf(tmp, sizeof tmp, "%.*e", prec - 1, f);
+            if (strtod(tmp, NULL) == f) break;
+        }
+        // tmp = d.ddddde[+-]XX ; digits and exponent
+        const char *p = tmp + (tmp[0] == '-');
+        for (; *p && *p != 'e'; p++)
+            if (*p >= '0' && *p <= '9') digits[nd++] = *p;
+        exp = atoi(p + 1);
+    }
     while (nd > 1 && digits[nd - 1] == '0') nd--;
     char *o = buf;
     if (neg) *o++ = '-';
@@ -356,25 +401,52 @@ tv tm_str_of(tm_ctx *c, tv v) {
     return r;
 }
 
+// The bytes of an 8-byte word (little-endian load) that json.dumps escapes: control characters, '"' and '\\'
+// each mark their byte's top bit. The borrows of the subtractions can only mark a byte above a real one, so
+// the lowest mark is exact.
+static inline uint64_t json_word_hits(uint64_t x) {
+    const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
+    uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
+    return (((x - ones * 0x20) & ~x) | ((q - ones) & ~q) | ((b - ones) & ~b)) & high;
+}
+static inline int json_byte_escaped(unsigned char ch) { return ch < 0x20 || ch == '"' || ch == '\\'; }
+
+// the index of the first byte of s[i..n) that needs an escape, or n
+static inline size_t json_next_escape(const char *s, size_t i, size_t n) {
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    for (; i + 8 <= n; i += 8) {   // 8 bytes at a time
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        uint64_t h = json_word_hits(w);
+        if (h) return i + (size_t)(__builtin_ctzll(h) >> 3);
+    }
+#endif
+    while (i < n && !json_byte_escaped((unsigned char)s[i])) i++;
+    return i;
+}
+
 // json.dumps string (ensure_ascii=False): escapes " \ and control characters only
 static void json_str(const char *s, size_t n, rlc_strbuf *o) {
     if (!o->s || o->n + n + 3 > o->cap) rlc_sb_reserve(o, n + 2);   // the call only when it must grow
     tm_putc(o, '"');
     size_t run = 0;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = json_next_escape(s, 0, n); i < n; i = json_next_escape(s, i + 1, n)) {
         unsigned char ch = (unsigned char)s[i];
-        if (ch >= 0x20 && ch != '"' && ch != '\\') continue;
         tm_put(o, s + run, i - run);
         run = i + 1;
         switch (ch) {
-        case '"': tm_puts(o, "\\\""); break;
-        case '\\': tm_puts(o, "\\\\"); break;
-        case '\n': tm_puts(o, "\\n"); break;
-        case '\r': tm_puts(o, "\\r"); break;
-        case '\t': tm_puts(o, "\\t"); break;
-        case '\b': tm_puts(o, "\\b"); break;
-        case '\f': tm_puts(o, "\\f"); break;
-        default: rlc_sb_printf(o, "\\u%04x", ch);
+        case '"': tm_put(o, "\\\"", 2); break;
+        case '\\': tm_put(o, "\\\\", 2); break;
+        case '\n': tm_put(o, "\\n", 2); break;
+        case '\r': tm_put(o, "\\r", 2); break;
+        case '\t': tm_put(o, "\\t", 2); break;
+        case '\b': tm_put(o, "\\b", 2); break;
+        case '\f': tm_put(o, "\\f", 2); break;
+        default: {
+            static const char HEX[] = "0123456789abcdef";
+            const char e[6] = {'\\', 'u', '0', '0', HEX[ch >> 4], HEX[ch & 15]};
+            tm_put(o, e, 6);
+        }
         }
     }
     tm_put(o, s + run, n - run);
@@ -505,7 +577,7 @@ tv tm_iterate(tm_ctx *c, tv v) {
 }
 
 void tm_undef_fail(tm_ctx *c, tv u) {
-    if (u.n) tm_raise(c, "%s has no attribute '%s'", (const char *)(uintptr_t)u.n, u.u.undef_name ? u.u.undef_name : "?");
+    if (u.n) tm_raise(c, "%s has no attribute '%s'", u.u.miss->owner, u.u.miss->name);
     if (u.u.undef_name) tm_raise(c, "'%s' is undefined", u.u.undef_name);
     tm_raise(c, "value is undefined");
 }
