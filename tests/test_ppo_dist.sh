@@ -88,7 +88,8 @@ for role in ("actor", "critic"):
     errs.append(max(max(abs(x - y) for x, y in zip(wa[k], wb[k])) for k in wa) / den)
 skip = re.compile(r"^(timing_s/|timing_per_token_ms/|perf/|actor/perf/|dist/|global_seqlen/|actor/pg_clipfrac|actor/ppo_kl|critic/vf_clipfrac|critic/vpred_mean|training/rollout_probs_diff_|rollout_corr/)")
 def rows(d):
-    return {int(o["training/global_step"]): o for o in map(json.loads, open(d + "/metrics.jsonl")) if o["training/global_step"] >= first}
+    return {int(o["training/global_step"]): o for o in map(json.loads, open(d + "/metrics.jsonl"))
+            if first <= o["training/global_step"] <= step}
 ma, mb = rows(a_dir), rows(b_dir)
 bad = [] if sorted(ma) == sorted(mb) else ["steps %s vs %s" % (sorted(ma), sorted(mb))]
 worst = 0.0; n = 0
@@ -136,16 +137,16 @@ m = re.search(r"sharded state ([0-9.]+) MiB \(params\+grads\+AdamW m,v; one proc
 s, u = float(m.group(1)), float(m.group(2))
 print("%.3f MiB x 2 ranks / %.3f MiB = %.3f" % (s, u, 2 * s / u)); sys.exit(0 if 0.95 < 2 * s / u < 1.1 else 1)' "$line" 2>&1)
 then ok "per-rank critic state is ~1/2 of one process's ($r)"; else bad "per-rank critic state: $r ($line)"; fi
-# cross-N resume with a critic: 2 steps + resume under the other rank count + 2 == the run the checkpoint came from,
-# straight to 4 steps (an epoch boundary in between). Each is compared with the straight run of its checkpoint's rank
-# count: step 3 then samples from the very same weights, whereas 1-process and 2-rank weights differ by rounding
-# (~1e-6), which can flip a sampled token and fork the runs (seen in the sanitizer build).
-gtrain 1 c4 trainer.total_training_steps=4 || bad "4 PPO steps"
-gtrain 2 c4two trainer.total_training_steps=4 || bad "4 PPO steps on 2 ranks"
+# cross-N resume with a critic: 2 steps + resume under the other rank count + 2 (an epoch boundary in between). Each
+# is compared with the straight run of its checkpoint's rank count at step 3, weights and metrics: step 3 samples from
+# the very same weights. Step 4 samples from weights the two rank counts updated with different rounding (~1e-6), which
+# can flip a sampled token and fork the runs, so it is only run.
+gtrain 1 c4 trainer.total_training_steps=4 trainer.save_freq=1 || bad "4 PPO steps"
+gtrain 2 c4two trainer.total_training_steps=4 trainer.save_freq=1 || bad "4 PPO steps on 2 ranks"
 cp -r "$G/two" "$G/r21" && cp -r "$G/one" "$G/r12"
-gtrain 1 r21 trainer.total_training_steps=4 && grep -q "resumed from global_step_2" "$G/r21.log" || { bad "1 process resuming the 2-rank checkpoint with a critic"; tail "$G/r21.log"; }
-gtrain 2 r12 trainer.total_training_steps=4 && grep -q "resumed from global_step_2" "$G/r12.log" || { bad "2 ranks resuming the 1-process checkpoint with a critic"; tail "$G/r12.log"; }
-gcheck "2-rank checkpoint with a critic resumed by 1 process == uninterrupted (steps 3-4)" r21 c4two 4 3
-gcheck "1-process checkpoint with a critic resumed by 2 ranks == uninterrupted (steps 3-4)" r12 c4 4 3
+gtrain 1 r21 trainer.total_training_steps=4 trainer.save_freq=1 && grep -q "resumed from global_step_2" "$G/r21.log" || { bad "1 process resuming the 2-rank checkpoint with a critic"; tail "$G/r21.log"; }
+gtrain 2 r12 trainer.total_training_steps=4 trainer.save_freq=1 && grep -q "resumed from global_step_2" "$G/r12.log" || { bad "2 ranks resuming the 1-process checkpoint with a critic"; tail "$G/r12.log"; }
+gcheck "2-rank checkpoint with a critic resumed by 1 process == uninterrupted (step 3)" r21 c4two 3 3
+gcheck "1-process checkpoint with a critic resumed by 2 ranks == uninterrupted (step 3)" r12 c4 3 3
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
