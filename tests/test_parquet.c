@@ -17,6 +17,7 @@
 #include <cjson/cJSON.h>
 
 #include "core/common.h"
+#include "core/json.h"
 #include "data/dataset.h"
 #include "data/jsonl.h"
 #include "data/parquet.h"
@@ -151,9 +152,14 @@ static cJSON *read_jsonl_rows(const char *path) {
 static int parquet_equals(const char *path, const cJSON *want, const char *what) {
     rlc_parquet pq;
     rlc_parquet_open(&pq, path);
-    int64_t n = 0, bad = 0;
+    int64_t n = 0, bad = 0, marks = 0, bad_marks = 0;
     const cJSON *got, *w = want->child;
     while ((got = rlc_parquet_next(&pq))) {
+        // a DOUBLE column's values are floats to Python (2.0 prints "2.0"), an INT32 column's ints
+        const cJSON *ex = cJSON_GetObjectItemCaseSensitive(got, "extra_info");
+        const cJSON *sc = cJSON_GetObjectItemCaseSensitive(ex, "score"), *ix = cJSON_GetObjectItemCaseSensitive(ex, "index");
+        if (cJSON_IsNumber(sc)) marks++, bad_marks += !rlc_json_is_float(sc);
+        if (cJSON_IsNumber(ix)) marks++, bad_marks += rlc_json_is_float(ix);
         if (!w || !cJSON_Compare(got, w, 1)) {
             if (!bad++) {
                 char *g = cJSON_PrintUnformatted(got), *e = w ? cJSON_PrintUnformatted(w) : NULL;
@@ -165,6 +171,8 @@ static int parquet_equals(const char *path, const cJSON *want, const char *what)
         n++;
         if (w) w = w->next;
     }
+    TL_CHECK(bad_marks == 0, "%s: DOUBLE values read as floats, INT32 as ints (%lld of %lld wrong)", what,
+             (long long)bad_marks, (long long)marks);
     const int64_t rows = pq.num_rows;
     rlc_parquet_close(&pq);
     const int64_t nw = cJSON_GetArraySize(want);

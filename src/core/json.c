@@ -1,7 +1,11 @@
 // json.c: strict JSON input (see json.h).
 #include "core/json.h"
 
+#include <math.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "core/common.h"
 
@@ -101,6 +105,7 @@ cJSON *rlc_json_parse_err(const char *text, size_t len, const char *path, char *
         fail_at(text, off, path, err, errlen, "text after the JSON value");
         return NULL;
     }
+    rlc_json_mark_floats(root, text, len);
     return root;
 }
 
@@ -117,4 +122,79 @@ cJSON *rlc_json_read_file(const char *path) {
     cJSON *root = rlc_json_parse(text, len, path);
     free(text);
     return root;
+}
+
+// The number tokens of the text come in the order of the tree's number nodes (pre-order; object keys are strings),
+// so one cursor over the text pairs them: it skips strings (with their escapes) and stops at each number token.
+typedef struct {
+    const char *t;
+    size_t len, pos;
+} num_cursor;
+
+static int next_number_is_float(num_cursor *c) {   // 1: the next number token has a fraction or an exponent
+    while (c->pos < c->len) {
+        const char ch = c->t[c->pos];
+        if (ch == '"') {
+            for (c->pos++; c->pos < c->len && c->t[c->pos] != '"'; c->pos++)
+                if (c->t[c->pos] == '\\') c->pos++;
+            c->pos++;
+        } else if (ch == '-' || (ch >= '0' && ch <= '9')) {
+            int flt = 0;
+            for (; c->pos < c->len; c->pos++) {
+                const char d = c->t[c->pos];
+                if (d == '.' || d == 'e' || d == 'E') flt = 1;
+                else if (!(d == '-' || d == '+' || (d >= '0' && d <= '9'))) break;
+            }
+            return flt;
+        } else c->pos++;
+    }
+    return 0;
+}
+
+static void mark_floats(cJSON *j, num_cursor *c) {
+    for (; j; j = j->next) {
+        if ((j->type & 0xFF) == cJSON_Number && next_number_is_float(c)) j->type |= RLC_JSON_FLOAT;
+        if (j->child) mark_floats(j->child, c);
+    }
+}
+
+void rlc_json_mark_floats(cJSON *root, const char *text, size_t len) {
+    if (!root) return;
+    num_cursor c = {text, len, 0};
+    if ((root->type & 0xFF) == cJSON_Number && next_number_is_float(&c)) root->type |= RLC_JSON_FLOAT;
+    if (root->child) mark_floats(root->child, &c);
+}
+
+// Numbers become raw text that reads back to the same double and mark: cJSON's own print keeps 15 digits where
+// they compare equal within an epsilon (not exact), and prints a marked 2.0 as "2".
+static void raw_numbers(cJSON *j) {
+    for (; j; j = j->next) {
+        const double d = j->valuedouble;
+        const int flt = (j->type & RLC_JSON_FLOAT) != 0, integral = d == floor(d);
+        if ((j->type & 0xFF) == cJSON_Number && isfinite(d) && (flt || !integral)) {
+            char num[40];
+            if (integral && fabs(d) < 1e16) snprintf(num, sizeof num, "%.1f", d);   // -0.0 keeps its sign, as repr
+            else   // the fewest of 15-17 digits that read back exactly; '.' or an exponent, so it reads back marked
+                for (int p = 15; p <= 17; p++) {
+                    snprintf(num, sizeof num, "%.*g", p, d);
+                    if (strtod(num, NULL) == d) break;
+                }
+            j->valuestring = rlc_strdup(num);   // freed by cJSON_Delete (cJSON's default hooks: malloc/free)
+            j->type = cJSON_Raw;
+        }
+        if (j->child) raw_numbers(j->child);
+    }
+}
+
+char *rlc_json_print(const cJSON *v) {
+    cJSON *d = cJSON_Duplicate(v, 1);
+    if (!d) rlc_die("out of memory printing JSON");
+    if ((d->type & 0xFF) == cJSON_Number) raw_numbers(d);   // a lone number (next is NULL)
+    else if (d->child) raw_numbers(d->child);
+    char *s = cJSON_PrintUnformatted(d);
+    cJSON_Delete(d);
+    if (!s) rlc_die("out of memory printing JSON");
+    char *r = rlc_strdup(s);
+    cJSON_free(s);
+    return r;
 }

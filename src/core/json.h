@@ -19,3 +19,16 @@ cJSON *rlc_json_parse_err(const char *text, size_t len, const char *path, char *
 cJSON *rlc_json_parse(const char *text, size_t len, const char *path);
 // Read and parse a whole file; dies naming the file.
 cJSON *rlc_json_read_file(const char *path);
+
+// cJSON keeps no number text, so 2.0 and 2 read alike, where Python (json, pyarrow) reads 2.0 as a float and
+// prints it so. A number written with a fraction or an exponent is marked RLC_JSON_FLOAT, a bit above cJSON's type
+// byte (cJSON's own functions mask the type to its low byte), so what prints input values back (the chat template
+// engine) prints them as Python would. The parsers here mark their trees; a tree cJSON parsed directly from text
+// is marked by rlc_json_mark_floats (text: the text it was parsed from).
+#define RLC_JSON_FLOAT (1 << 12)
+void rlc_json_mark_floats(cJSON *root, const char *text, size_t len);
+// cJSON_PrintUnformatted with exact numbers that keep their marks: a marked integral number prints as "2.0"
+// (Python's repr), any other non-integral one with the fewest digits that read back exactly, so the text
+// parsed and marked again gives the same tree. Returns a malloc'd string.
+char *rlc_json_print(const cJSON *v);
+static inline int rlc_json_is_float(const cJSON *j) { return (j->type & RLC_JSON_FLOAT) != 0; }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/common.h"
+#include "core/json.h"
 #include "core/strbuf.h"
 #include "data/jsonl.h"
 #include "data/rows.h"
@@ -78,13 +79,7 @@ void rlc_check_vocab_ids(const rlc_tokenizer *tok, const int32_t *ids, int64_t n
     }
 }
 
-static char *json_text(const cJSON *v) {
-    char *s = cJSON_PrintUnformatted(v);
-    if (!s) rlc_die("out of memory printing JSON");
-    char *r = rlc_strdup(s);
-    cJSON_free(s);
-    return r;
-}
+static char *json_text(const cJSON *v) { return rlc_json_print(v); }   // floats stay floats (2.0)
 
 static char *file_stem(const char *path) {
     const char *b = strrchr(path, '/');

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/common.h"
+#include "core/json.h"
 
 void rlc_jsonl_open(rlc_jsonl *r, const char *path, const char *what) {
     memset(r, 0, sizeof *r);
@@ -51,6 +52,7 @@ const cJSON *rlc_jsonl_next(rlc_jsonl *r, const char *expected) {
         if (nul)
             rlc_die("%s:%lld: NUL byte at column %lld; expected %s", r->path, (long long)r->line,
                     (long long)(nul - r->buf) + 1, expected);
+        rlc_json_mark_floats(r->obj, r->buf, (size_t)(end - r->buf));
         if (!cJSON_IsObject(r->obj))
             rlc_die("%s:%lld: expected a JSON object %s, got %s", r->path, (long long)r->line, expected,
                     json_type_name(r->obj));

@@ -400,6 +400,7 @@ static cJSON *leaf_value(rlc_parquet *pq, const rlc_pq_node *n) {
         double x = c->vals.num[v];
         for (int32_t k = 0; k < n->scale && k < 64; k++) x /= 10;   // DECIMAL(precision, scale)
         out = cJSON_CreateNumber(x);
+        if (out && (n->type == RLC_PQ_FLOAT || n->type == RLC_PQ_DOUBLE)) out->type |= RLC_JSON_FLOAT;   // Python: a float
     }
     }
     if (!out) rlc_die("out of memory building a Parquet row");

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/common.h"
+#include "core/json.h"
 
 static const char *END_NAMES[AGENT_END_COUNT] = {"no_tool_call", "env_done", "length", "budget", "max_assistant_turns",
                                                  "max_user_turns"};
@@ -54,6 +55,7 @@ static int parse_body(const char *b, size_t n, agent_call *call) {
         cJSON_Delete(chk);
         return 0;
     }
+    rlc_json_mark_floats(chk, b, n);   // arguments as Python's json.loads reads them: 2.0 a float
     cJSON *name = cJSON_IsObject(chk) ? last_member(chk, "name") : NULL;
     cJSON *args = cJSON_IsObject(chk) ? last_member(chk, "arguments") : NULL;
     if (!cJSON_IsString(name) || !args) {

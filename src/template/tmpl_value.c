@@ -8,6 +8,7 @@
 #include <utf8proc.h>
 
 #include "core/common.h"
+#include "core/json.h"
 #include "template/tmpl_internal.h"
 
 void *tm_alloc_slow(tm_arena *a, size_t n) {
@@ -104,7 +105,8 @@ static inline int cjson_scalar(const cJSON *j, tv *out) {
     case cJSON_False: *out = tv_bool(0); return 1;
     case cJSON_Number: {
         double d = j->valuedouble;
-        *out = d == floor(d) && fabs(d) < 9007199254740992.0 ? tv_int((int64_t)d) : tv_float(d);
+        *out = !(j->type & RLC_JSON_FLOAT) && d == floor(d) && fabs(d) < 9007199254740992.0 ? tv_int((int64_t)d)
+                                                                                            : tv_float(d);
         return 1;
     }
     case cJSON_Array: case cJSON_Object: return 0;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/common.h"
+#include "core/json.h"
 #include "rollout/agent.h"
 #include "trainer/ppo.h"
 
@@ -109,8 +110,11 @@ void ppo_generate_agent(ppo_trainer *g, rollout_engine *re, const int64_t *rows,
     cJSON **msgs = rlc_calloc((size_t)n_prompts, sizeof *msgs), **extra = rlc_calloc((size_t)n_prompts, sizeof *extra);
     for (int p = 0; p < n_prompts; p++) {
         const rlc_prompt *pr = &ds->items[rows[p]];
+        const char *ej = pr->extra_info_json ? pr->extra_info_json : "{}";
         msgs[p] = cJSON_Parse(pr->messages_json);
-        extra[p] = cJSON_Parse(pr->extra_info_json ? pr->extra_info_json : "{}");
+        extra[p] = cJSON_Parse(ej);
+        rlc_json_mark_floats(msgs[p], pr->messages_json, strlen(pr->messages_json));   // as loaded: 2.0 a float
+        rlc_json_mark_floats(extra[p], ej, strlen(ej));
         CHECK(msgs[p] && extra[p], "%s:%lld: stored messages / extra_info", ds->path, (long long)pr->line);
         const int agent = row_agent(pr, def);
         if (agent != AGENT_TOOL) {   // single_turn_agent: the loaded prompt, one turn, the environment never contacted
