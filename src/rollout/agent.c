@@ -78,6 +78,11 @@ typedef struct {
     const agent_prompt *p;
     int live, started;
     char traj[96];
+    cJSON *tools;                 // the started reply's tools for this trajectory (owned), or NULL: the hello's
+    rlc_ivec own;                 // its own prompt, rendered after started when it declared tools / append_to_user
+    const int32_t *pids;          // (plen) the prompt it runs from: the row's, its own, or sample 0's when equal to
+    int64_t plen;                 //   its own (so that samples with one prompt keep sharing its prefill)
+    int eng_prompt, eng_sample;   // its (prompt, sample) in the continuous engine
     int64_t cap;                  // allocated response entries
     int32_t *ctx;                 // (n_prompt + len) context for the next turn
     // the current round
@@ -242,7 +247,7 @@ static int turn_done(agent_run *run, traj_state *s, const int32_t *ids, const fl
     else if (c->max_assistant_turns && t->assistant_turns >= c->max_assistant_turns) end_traj(s, AGENT_END_MAX_ASSISTANT_TURNS);
     else if (c->max_user_turns && t->user_turns >= c->max_user_turns) end_traj(s, AGENT_END_MAX_USER_TURNS);
     if (!s->live) return 0;
-    const cJSON *tools = run->env->tools;
+    const cJSON *tools = s->tools ? s->tools : run->env->tools;
     rlc_strbuf text = {0};
     rlc_tok_decode(run->tok, ids, n, 0, &text);
     agent_parse_hermes(text.s ? text.s : "", &s->parsed);
@@ -337,6 +342,43 @@ static int observe(agent_run *run, traj_state *s, const cJSON *r, double wait, r
     return s->live;
 }
 
+// A started reply may give the trajectory its own tools (verl's per-row tools_kwargs / tool selection) and text
+// for the end of the last user message (TRL's reset()): its prompt is then rendered here, from the row's messages,
+// before anything of it is computed. Otherwise it keeps the row's prompt (rendered with the hello's tools).
+static void started_prompt(agent_run *run, traj_state *s, cJSON *rep) {
+    cJSON *tl = cJSON_DetachItemFromObjectCaseSensitive(rep, "tools");
+    const cJSON *au = cJSON_GetObjectItemCaseSensitive(rep, "append_to_user");
+    rlc_strbuf err = {0};
+    if (cJSON_IsNull(tl)) {
+        cJSON_Delete(tl);
+        tl = NULL;
+    }
+    if (tl && rlc_env_check_tools(tl, &err)) {
+        char m[300];
+        snprintf(m, sizeof m, "the \"started\" reply's %.250s", err.s);
+        die_traj(s, run->env, m);
+    }
+    if (au && !cJSON_IsNull(au) && !cJSON_IsString(au)) die_traj(s, run->env, "the \"started\" reply's \"append_to_user\" is not a string");
+    const char *append = cJSON_IsString(au) ? au->valuestring : NULL;
+    s->tools = tl;
+    if (!tl && !append) return;
+    if (!s->p->messages) die_traj(s, run->env, "the \"started\" reply changes the prompt, but the row has no messages to render");
+    if (agent_prompt_ids(run->tok, s->p->messages, tl ? tl : run->env->tools, append, run->cfg.enable_thinking, &s->own, &err)) {
+        char m[400];
+        snprintf(m, sizeof m, "rendering its prompt with the \"started\" reply's tools / append_to_user: %.300s", err.s);
+        die_traj(s, run->env, m);
+    }
+    rlc_sb_free(&err);
+    if (run->max_prompt_length > 0 && s->own.n > run->max_prompt_length) {
+        char m[300];
+        snprintf(m, sizeof m, "the prompt rendered with the \"started\" reply's tools / append_to_user is %lld tokens, over "
+                 "data.max_prompt_length=%lld", (long long)s->own.n, (long long)run->max_prompt_length);
+        die_traj(s, run->env, m);
+    }
+    s->pids = s->own.v;
+    s->plen = s->own.n;
+}
+
 // The start batch: one start per tool_agent trajectory.
 static void start_all(agent_run *run, traj_state *st, int N, traj_state **batch, char **reqs) {
     int nb = 0;
@@ -369,10 +411,7 @@ static void start_all(agent_run *run, traj_state *st, int N, traj_state **batch,
     if (!nb) return;
     cJSON **rep = exchange(run->env, batch, nb, (const char *const *)reqs, "started", NULL);
     for (int i = 0; i < nb; i++) {
-        if (cJSON_GetObjectItemCaseSensitive(rep[i], "tools") || cJSON_GetObjectItemCaseSensitive(rep[i], "append_to_user"))
-            die_traj(batch[i], run->env,
-                     "\"started\" carries per-trajectory \"tools\" / \"append_to_user\", which rlc does not support: "
-                     "declare the tools in the hello and put the prompt text in the data");
+        started_prompt(run, batch[i], rep[i]);
         cJSON_Delete(rep[i]);
         free(reqs[i]);
     }
@@ -436,8 +475,9 @@ static void run_rounds(agent_run *run, traj_state *st, int N, traj_state **batch
             s->ctx = rlc_realloc(s->ctx, (size_t)(t->n_prompt + t->len) * sizeof(int32_t) + 1);
             memcpy(s->ctx, t->prompt_ids, (size_t)t->n_prompt * sizeof(int32_t));
             if (t->len) memcpy(s->ctx + t->n_prompt, t->ids, (size_t)t->len * sizeof(int32_t));
-            // round 1 passes the prompt itself, so whole groups keep the engine's prompt sharing
-            greq[nb] = (agent_gen_req){t->len ? s->ctx : s->p->ids, t->n_prompt + t->len, s->p->id, t->sample, t->n_generated,
+            // round 1 passes the prompt itself (one pointer for a group's samples), so whole groups keep the engine's prompt
+            // sharing
+            greq[nb] = (agent_gen_req){t->len ? s->ctx : s->pids, t->n_prompt + t->len, s->p->id, t->sample, t->n_generated,
                                        (int)(c->response_length - t->len)};
             run->computed_prompt_tokens += t->n_prompt + t->len;
             batch[nb++] = s;
@@ -516,8 +556,8 @@ static int cont_turn_end(void *ctx, rollout_turn_io *io, int prompt, int sample,
 static void cont_deliver(cont_ctx *cc, rollout_turn_io *io, int i, const cJSON *r, double wait) {
     traj_state *s = &cc->st[i];
     rlc_ivec x = {0};
-    if (observe(cc->run, s, r, wait, &x)) rollout_turn_resume(io, s->t->prompt, s->t->sample, x.v, x.n);
-    else rollout_turn_end(io, s->t->prompt, s->t->sample);
+    if (observe(cc->run, s, r, wait, &x)) rollout_turn_resume(io, s->eng_prompt, s->eng_sample, x.v, x.n);
+    else rollout_turn_end(io, s->eng_prompt, s->eng_sample);
     rlc_iv_free(&x);
 }
 
@@ -539,22 +579,37 @@ static void cont_poll(void *ctx, rollout_turn_io *io, int block) {
     cc->run->env->wait_s += rlc_now() - t0;
 }
 
-static void run_continuous(agent_run *run, const agent_prompt *prompts, int n_prompts, traj_state *st, int N) {
+static void run_continuous(agent_run *run, traj_state *st, int N) {
     rollout_engine *e = run->engine;
-    const rollout_config *rc = rollout_engine_config(e);
-    CHECK(rc->n == run->n, "engine n=%d, agent n=%d", rc->n, run->n);
-    if (run->cfg.response_length > rc->max_new_tokens)
-        rlc_die("response_length %d exceeds the rollout engine's max_new_tokens %d", run->cfg.response_length, rc->max_new_tokens);
-    rollout_prompt *pr = rlc_calloc((size_t)n_prompts + 1, sizeof *pr);
-    rollout_stream *ss = rlc_calloc((size_t)n_prompts + 1, sizeof *ss);
-    for (int p = 0; p < n_prompts; p++) {
-        pr[p] = (rollout_prompt){prompts[p].ids, prompts[p].len, prompts[p].id};
-        ss[p] = (rollout_stream){run->cfg.response_length, 0, 0};
+    const int n0 = rollout_engine_config(e)->n;
+    const sampler_params sp = rollout_engine_config(e)->sampling;
+    CHECK(n0 == run->n, "engine n=%d, agent n=%d", n0, run->n);
+    if (run->cfg.response_length > rollout_engine_config(e)->max_new_tokens)
+        rlc_die("response_length %d exceeds the rollout engine's max_new_tokens %d", run->cfg.response_length,
+                rollout_engine_config(e)->max_new_tokens);
+    // The n samples of a prompt share its prefill when they run from one prompt. When a started reply gave some
+    // sample a prompt of its own, every trajectory runs as a one-sample prompt that keeps the stream identity
+    // (id, sample) of its place, so its tokens are the same either way (the engine is batch-invariant).
+    int grouped = 1;
+    for (int i = 0; i < N; i++) grouped &= st[i].pids == st[i - i % n0].pids;
+    const int k = grouped ? n0 : 1, np = N / k;
+    rollout_prompt *pr = rlc_calloc((size_t)np + 1, sizeof *pr);
+    rollout_stream *ss = rlc_calloc((size_t)np + 1, sizeof *ss);
+    for (int q = 0; q < np; q++) {
+        const traj_state *s = &st[q * k];
+        pr[q] = (rollout_prompt){s->pids, s->plen, s->p->id};
+        ss[q] = (rollout_stream){run->cfg.response_length, grouped ? 0 : s->t->sample, 0};
     }
-    cont_ctx cc = {run, st, run->n, rlc_calloc((size_t)N + 1, sizeof(int)), 0};
+    for (int i = 0; i < N; i++) {
+        st[i].eng_prompt = i / k;
+        st[i].eng_sample = i % k;
+    }
+    cont_ctx cc = {run, st, k, rlc_calloc((size_t)N + 1, sizeof(int)), 0};
     const rollout_turn_hooks hooks = {cont_turn_end, cont_poll, &cc};
     rollout_result res;
-    rollout_generate_turns(e, pr, ss, n_prompts, &hooks, &res);
+    if (k != n0) rollout_engine_set_sampling(e, k, &sp);
+    rollout_generate_turns(e, pr, ss, np, &hooks, &res);
+    if (k != n0) rollout_engine_set_sampling(e, n0, &sp);
     // the engine's response is the one the agent recorded: sampled turns and observation tokens, in order
     for (int i = 0; i < N; i++) {
         const agent_traj *t = st[i].t;
@@ -590,9 +645,8 @@ void agent_rollout(agent_run *run, const agent_prompt *prompts, int n_prompts, a
             s->live = 1;
             t->prompt = p;
             t->sample = j;
-            t->n_prompt = prompts[p].len;
-            t->prompt_ids = rlc_malloc((size_t)prompts[p].len * sizeof(int32_t) + 1);
-            memcpy(t->prompt_ids, prompts[p].ids, (size_t)prompts[p].len * sizeof(int32_t));
+            s->pids = prompts[p].ids;
+            s->plen = prompts[p].len;
             snprintf(s->traj, sizeof s->traj, "%s:%lld:%llu:%d", run->split ? run->split : "train", (long long)run->step,
                      (unsigned long long)prompts[p].id, j);
             if (prompts[p].agent == AGENT_TOOL) n_tool++;
@@ -600,10 +654,23 @@ void agent_rollout(agent_run *run, const agent_prompt *prompts, int n_prompts, a
     if (n_tool && !run->env)
         rlc_die("%d rows use the tool_agent loop but no environment is configured (multi_turn.env_command)", n_tool / run->n);
     start_all(run, st, N, batch, reqs);
-    if (run->engine) run_continuous(run, prompts, n_prompts, st, N);
+    for (int i = 0; i < N; i++) {
+        traj_state *s = &st[i], *s0 = &st[i - i % run->n];
+        // a sample whose prompt equals sample 0's runs from sample 0's, so the group still shares its prefill
+        if (s != s0 && s->pids != s0->pids && s->plen == s0->plen && !memcmp(s->pids, s0->pids, (size_t)s->plen * sizeof(int32_t)))
+            s->pids = s0->pids;
+        s->t->n_prompt = s->plen;
+        s->t->prompt_ids = rlc_malloc((size_t)s->plen * sizeof(int32_t) + 1);
+        memcpy(s->t->prompt_ids, s->pids, (size_t)s->plen * sizeof(int32_t));
+    }
+    if (run->engine) run_continuous(run, st, N);
     else run_rounds(run, st, N, batch);
     finish_all(run, st, N, batch, reqs);
-    for (int i = 0; i < N; i++) free(st[i].ctx);
+    for (int i = 0; i < N; i++) {
+        free(st[i].ctx);
+        rlc_iv_free(&st[i].own);
+        cJSON_Delete(st[i].tools);
+    }
     free(reqs);
     free(batch);
     free(st);

@@ -83,13 +83,22 @@ void agent_py_repr(rlc_strbuf *out, const char *s);
 int agent_observation_ids(rlc_tokenizer *tok, int32_t last_id, const struct cJSON *msgs, int enable_thinking,
                           rlc_ivec *out, rlc_strbuf *err);
 
+// ---- the prompt (spec §6.5 step 1) ----
+// A tool_agent trajectory's prompt: messages (a JSON list) with append (NULL: none) added to the end of the last
+// user message's content (TRL's reset() text, the started reply's append_to_user), rendered by the chat template
+// with tools (NULL or [] renders none) and the generation prompt, then encoded; appended to out. Returns 0, or -1
+// with one line in err (no user message with string content to append to, or a template error).
+int agent_prompt_ids(rlc_tokenizer *tok, const struct cJSON *messages, const struct cJSON *tools, const char *append,
+                     int enable_thinking, rlc_ivec *out, rlc_strbuf *err);
+
 // ---- the driver ----
 enum { AGENT_SINGLE_TURN = 0, AGENT_TOOL = 1 };
 // "single_turn_agent" | "tool_agent" -> AGENT_*; -1 for anything else.
 int agent_name_parse(const char *s);
 
 typedef struct {
-    const int32_t *ids;               // (len) the rendered prompt (tools block included for tool_agent rows)
+    const int32_t *ids;               // (len) the rendered prompt (the hello's tools block included for tool_agent rows);
+                                      //   a started reply with tools / append_to_user re-renders it from messages
     int64_t len;
     uint64_t id;                      // names its random streams (the dataset index)
     int agent;                        // AGENT_SINGLE_TURN | AGENT_TOOL
@@ -163,6 +172,7 @@ typedef struct {
     uint64_t seed;                    // the trainer seed (the env's per-trajectory seed derives from it)
     const char *split;                // "train" | "val" (trajectory ids)
     int64_t step;
+    int64_t max_prompt_length;        // > 0: a prompt rendered after a started reply must fit (data.max_prompt_length)
     int64_t computed_prompt_tokens;   // out: turn-synchronous: context tokens passed to the generator over all rounds;
                                       //      continuous: tokens through the engine's forward
     int64_t rounds;                   // out: generation rounds (continuous: engine steps)

@@ -323,3 +323,43 @@ int agent_observation_ids(rlc_tokenizer *tok, int32_t last_id, const cJSON *msgs
     return rc;
 }
 
+
+// ---- the prompt ----
+
+int agent_prompt_ids(rlc_tokenizer *tok, const cJSON *messages, const cJSON *tools, const char *append, int enable_thinking,
+                     rlc_ivec *out, rlc_strbuf *err) {
+    if (!cJSON_IsArray(messages)) {
+        rlc_sb_puts(err, "the prompt is not a list of messages");
+        return -1;
+    }
+    cJSON *msgs = cJSON_Duplicate(messages, 1);
+    int rc = 0;
+    if (append) {   // TRL's reset(): the text goes at the end of the last user message
+        cJSON *last = NULL;
+        for (cJSON *m = msgs->child; m; m = m->next) {
+            const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
+            if (cJSON_IsString(role) && !strcmp(role->valuestring, "user")) last = m;
+        }
+        cJSON *ct = last ? cJSON_GetObjectItemCaseSensitive(last, "content") : NULL;
+        if (!cJSON_IsString(ct)) {
+            rlc_sb_puts(err, last ? "append_to_user: the last user message's content is not a string"
+                                  : "append_to_user: the prompt has no user message");
+            rc = -1;
+        } else {
+            rlc_strbuf c = {0};
+            rlc_sb_puts(&c, ct->valuestring);
+            rlc_sb_puts(&c, append);
+            cJSON_ReplaceItemInObjectCaseSensitive(last, "content", cJSON_CreateString(c.s ? c.s : ""));
+            rlc_sb_free(&c);
+        }
+    }
+    cJSON *kw = cJSON_CreateObject();
+    if (enable_thinking >= 0) cJSON_AddBoolToObject(kw, "enable_thinking", enable_thinking);
+    rlc_strbuf text = {0};
+    if (!rc) rc = rlc_tok_chat_render_json(tok, msgs, tools, 1, kw, &text, err);
+    if (!rc) rlc_tok_encode(tok, text.s ? text.s : "", text.n, out);
+    rlc_sb_free(&text);
+    cJSON_Delete(kw);
+    cJSON_Delete(msgs);
+    return rc;
+}

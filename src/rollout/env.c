@@ -13,12 +13,30 @@
 #include <unistd.h>
 
 #include "core/common.h"
+#include "core/json.h"
 
 #define ENV_PROTOCOL "rlc-env/1"
 
 // A line shown in an error message: the first 120 bytes.
 static void shown(char *buf, size_t n, const char *line, size_t len) {
     snprintf(buf, n, "%.*s%s", (int)(len > 120 ? 120 : len), line, len > 120 ? "..." : "");
+}
+
+int rlc_env_check_tools(const cJSON *tools, rlc_strbuf *err) {
+    if (!cJSON_IsArray(tools)) {
+        rlc_sb_puts(err, "\"tools\" is not a list");
+        return -1;
+    }
+    int ti = 0;
+    for (const cJSON *t = tools->child; t; t = t->next, ti++) {
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(t, "function");
+        const cJSON *nm = cJSON_IsObject(fn) ? cJSON_GetObjectItemCaseSensitive(fn, "name") : NULL;
+        if (!cJSON_IsObject(t) || !cJSON_IsString(nm) || !*nm->valuestring) {
+            rlc_sb_printf(err, "tools[%d] is not {\"type\": \"function\", \"function\": {\"name\": <non-empty string>, ...}}", ti);
+            return -1;
+        }
+    }
+    return 0;
 }
 
 cJSON *rlc_env_parse_line(const char *line, size_t n, rlc_strbuf *err) {
@@ -36,6 +54,7 @@ cJSON *rlc_env_parse_line(const char *line, size_t n, rlc_strbuf *err) {
         rlc_sb_printf(err, "a line is not a JSON object: '%s'", sh);
         return NULL;
     }
+    rlc_json_mark_floats(j, line, n);   // a tool schema's 1.0 renders as 1.0 in the prompt, as Python's json would
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "type");
     static const char *types[] = {"hello", "started", "observation", "finished", "error"};
     int known = 0;
@@ -363,17 +382,8 @@ void rlc_env_start(rlc_env *env, const char *command, double timeout_s, int max_
     cJSON *tools = cJSON_DetachItemFromObjectCaseSensitive(rep, "tools");
     if (!tools) tools = cJSON_CreateArray();
     if (!cJSON_IsArray(tools)) die_kill(env, "the hello reply's \"tools\" is not a list%s%s", "", "");
-    int ti = 0;
-    for (const cJSON *t = tools->child; t; t = t->next, ti++) {
-        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(t, "function");
-        const cJSON *nm = cJSON_IsObject(fn) ? cJSON_GetObjectItemCaseSensitive(fn, "name") : NULL;
-        if (!cJSON_IsObject(t) || !cJSON_IsString(nm) || !*nm->valuestring) {
-            char idx[32];
-            snprintf(idx, sizeof idx, "%d", ti);
-            die_kill(env, "the hello reply's tools[%s] is not {\"type\": \"function\", \"function\": {\"name\": <non-empty string>, ...}}%s",
-                     idx, "");
-        }
-    }
+    rlc_strbuf terr = {0};
+    if (rlc_env_check_tools(tools, &terr)) die_kill(env, "the hello reply's %s%s", terr.s, "");
     env->tools = tools;
     const cJSON *ob = cJSON_GetObjectItemCaseSensitive(rep, "observe");
     if (ob && !cJSON_IsNull(ob)) {

@@ -67,7 +67,12 @@ int rlc_env_pending(const rlc_env *env);   // requests queued or outstanding
 // Close its stdin, wait briefly for it to exit, then SIGTERM / SIGKILL its process group.
 void rlc_env_stop(rlc_env *env);
 
+// A tool list as the hello (or a started reply) may declare it: a list of {"type": "function", "function": {"name":
+// <non-empty string>, ...}}. Returns 0, or -1 with what is wrong in err ("tools[2] is not ...").
+int rlc_env_check_tools(const struct cJSON *tools, rlc_strbuf *err);
+
 // The reply-line reader (exposed for tests and the fuzzer): parse one line (n bytes, no newline) into a JSON
 // object with a string "type" among hello | started | observation | finished | error and a "traj" that is a
-// string (or null / absent, for hello and error). Returns the object, or NULL with one line in err.
+// string (or null / absent, for hello and error). Numbers written with a point or an exponent are marked as
+// floats (core/json.h), so that tool schemas render as the chat template renders them in Python. Returns the object, or NULL with one line in err.
 struct cJSON *rlc_env_parse_line(const char *line, size_t n, rlc_strbuf *err);

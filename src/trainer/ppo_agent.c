@@ -122,15 +122,14 @@ void ppo_generate_agent(ppo_trainer *g, rollout_engine *re, const int64_t *rows,
                                    pr->ground_truth, extra[p], msgs[p]};
             continue;
         }
-        // the rendered prompt with the environment's tools in the system turn (apply_chat_template(tools=...))
-        rlc_strbuf text = {0}, err = {0};
-        if (rlc_tok_chat_render_json(g->tok, msgs[p], env->tools, 1, NULL, &text, &err) != 0)
+        // the rendered prompt with the environment's tools in the system turn (apply_chat_template(tools=...)); a
+        // started reply may still give a trajectory its own (agent_rollout renders it then)
+        rlc_strbuf err = {0};
+        if (agent_prompt_ids(g->tok, msgs[p], env->tools, NULL, -1, &ids[p], &err) != 0)
             rlc_die("%s:%lld: chat template with the environment's tools: %s", ds->path, (long long)pr->line, err.s ? err.s : "");
-        rlc_tok_encode(g->tok, text.s, text.n, &ids[p]);
         if (ids[p].n > g->cfg->data.max_prompt_length)
             rlc_die("%s:%lld: the prompt with the environment's tools is %lld tokens, over data.max_prompt_length=%lld", ds->path,
                     (long long)pr->line, (long long)ids[p].n, (long long)g->cfg->data.max_prompt_length);
-        rlc_sb_free(&text);
         rlc_sb_free(&err);
         ps[p] = (agent_prompt){ids[p].v, ids[p].n, stream_base + (uint64_t)rows[p], AGENT_TOOL, pr->data_source,
                                pr->ground_truth, extra[p], msgs[p]};
@@ -145,6 +144,7 @@ void ppo_generate_agent(ppo_trainer *g, rollout_engine *re, const int64_t *rows,
     run.seed = rc->seed;
     run.split = ds == &g->val ? "val" : "train";
     run.step = g->global_step + 1;
+    run.max_prompt_length = g->cfg->data.max_prompt_length;
     agent_traj *tr = rlc_calloc((size_t)B, sizeof *tr);
     double t0 = rlc_now();
     agent_rollout(&run, ps, n_prompts, tr);

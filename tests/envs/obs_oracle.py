@@ -8,7 +8,9 @@ render(prefix + group) - render(prefix) with the synthetic prefix (system, user,
 messages an assistant turn with reasoning_content and one call per tool message), then the generation prompt
 render(all, True) - render(all, False). Rendering: Python jinja2 as transformers' apply_chat_template sets it up
 (ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks, loopcontrols, tojson = json.dumps(ensure_ascii=False)).
-Output lines {"text": ...}.
+A line {"prompt": [msg, ...], "tools": [...] | null, "append": str | null, "enable_thinking": ...} is a trajectory's
+prompt instead: append added to the end of the last user message (TRL's reset() text), then render(prompt, tools,
+add_generation_prompt=True). Output lines {"text": ...}.
 """
 import json
 import sys
@@ -33,9 +35,9 @@ env.globals["raise_exception"] = raise_exception
 tmpl = env.from_string(cfg["chat_template"])
 
 
-def render(msgs, agp, et):
+def render(msgs, agp, et, tools=None):
     kw = {} if et is None else {"enable_thinking": et}
-    return tmpl.render(messages=msgs, tools=None, documents=None, add_generation_prompt=agp,
+    return tmpl.render(messages=msgs, tools=tools, documents=None, add_generation_prompt=agp,
                        bos_token=None, eos_token=cfg.get("eos_token"), **kw)
 
 
@@ -52,6 +54,13 @@ out = open(sys.argv[3], "w", encoding="utf-8")
 for line in open(sys.argv[2], encoding="utf-8"):
     r = json.loads(line)
     et = r.get("enable_thinking")
+    if "prompt" in r:
+        msgs = r["prompt"]
+        if r.get("append") is not None:
+            last = [m for m in msgs if m["role"] == "user"][-1]
+            last["content"] += r["append"]
+        out.write(json.dumps({"text": render(msgs, True, et, r.get("tools"))}, ensure_ascii=False) + "\n")
+        continue
     text = "\n" if r["boundary"] else ""
     for g in r["groups"]:
         p = prefix(g)

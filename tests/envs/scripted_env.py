@@ -14,6 +14,10 @@ Options: --seed S shuffles the replies of whatever requests are pending and dela
 --observe-all declares observe: all (a turn without calls gets a user message until turn 3, then nothing);
 --max-inflight K declares it and reports an error if more than K requests are ever outstanding;
 --protocol P answers the hello with protocol P.
+--started MODE gives each trajectory's started reply a prompt of its own:
+  same      every sample of row I: tools [echo, shout] and append_to_user " (row I)"
+  sample    sample J: append_to_user " (sample J)"; odd samples only the tool shout (a call to echo is unknown)
+  badtools  tools {} (a protocol error)          badappend  append_to_user 5 (a protocol error)
 finish: score = 1.0 if the ground truth occurs in the response, 0.0 otherwise, null for ground truth "none".
 """
 import json
@@ -24,7 +28,7 @@ import sys
 import time
 
 args = sys.argv[1:]
-opt = {"seed": None, "observe": "tool_calls", "max_inflight": 0, "protocol": "rlc-env/1"}
+opt = {"seed": None, "observe": "tool_calls", "max_inflight": 0, "protocol": "rlc-env/1", "started": None}
 i = 0
 while i < len(args):
     a = args[i]
@@ -32,6 +36,7 @@ while i < len(args):
     elif a == "--observe-all": opt["observe"] = "all"; i += 1
     elif a == "--max-inflight": opt["max_inflight"] = int(args[i + 1]); i += 2
     elif a == "--protocol": opt["protocol"] = args[i + 1]; i += 2
+    elif a == "--started": opt["started"] = args[i + 1]; i += 2
     else: sys.exit("scripted_env: unknown option " + a)
 rng = random.Random(opt["seed"] or 0)
 truths = {}
@@ -43,16 +48,35 @@ def send(obj):
     sys.stdout.flush()
 
 
+ECHO = {"type": "function", "function": {"name": "echo", "description": "Echo the arguments.",
+        "parameters": {"type": "object", "properties": {"x": {"type": "string"}}, "required": []}}}
+SHOUT = {"type": "function", "function": {"name": "shout", "description": "Shout the text.",
+         "parameters": {"type": "object", "properties": {"x": {"type": "string"}, "volume": {"type": "number", "default": 1.0}},
+                        "required": ["x"]}}}
+
+
 def answer(req):
     t = req["type"]
     if t == "hello":
         return {"type": "hello", "protocol": opt["protocol"], "observe": opt["observe"], "max_inflight": opt["max_inflight"],
-                "tools": [{"type": "function", "function": {"name": "echo", "description": "Echo the arguments.",
-                           "parameters": {"type": "object", "properties": {"x": {"type": "string"}}, "required": []}}}]}
+                "tools": [ECHO]}
     traj = req["traj"]
     if t == "start":
         truths[traj] = req["ground_truth"]
-        return {"type": "started", "traj": traj}
+        rep = {"type": "started", "traj": traj}
+        mode, j = opt["started"], req["sample"]
+        if mode == "same":
+            rep["tools"] = [ECHO, SHOUT]
+            rep["append_to_user"] = " (row %d)" % req["index"]
+        elif mode == "sample":
+            rep["append_to_user"] = " (sample %d)" % j
+            if j % 2:
+                rep["tools"] = [SHOUT]
+        elif mode == "badtools":
+            rep["tools"] = {}
+        elif mode == "badappend":
+            rep["append_to_user"] = 5
+        return rep
     if t == "finish":
         gt = truths.pop(traj)
         return {"type": "finished", "traj": traj, "score": None if gt == "none" else (1.0 if gt in req["response"] else 0.0)}
