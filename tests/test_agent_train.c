@@ -6,6 +6,9 @@
 //   - the multi-turn metrics are logged, env/<key>/mean among them; tool_agent without an environment is a one-line error;
 //   - per-row agent choice: a batch whose rows name single_turn_agent or tool_agent in their agent_name column, in
 //     training and validation: single-turn rows are one sampled turn without the tools block, tool rows run the loop;
+//   - validation: val-aux/env/<key>/mean, and reward extra keys reduced over the samples that have them (the
+//     environment scores some validation trajectories itself, the reward function the others);
+//   - rlc_val_metrics with missing values (NaN) against values worked out by hand;
 //   - examples/*tool*.yaml run 2 steps and a validation with `rlc train` (tiny model and data substituted).
 #include <math.h>
 #include <stdlib.h>
@@ -17,6 +20,7 @@
 #include "core/strbuf.h"
 #include "io/checkpoint.h"
 #include "testlib.h"
+#include "trainer/metrics.h"
 
 static char *F;
 static const char *RLC;
@@ -266,6 +270,32 @@ static void test_per_row(void) {
     TL_CHECK(fabs(et - (2 * nt - 2)) < 1e-9, "env/turns/mean %g is the tool rows' mean num_turns (2 * %g - 2)", et, nt);
     double vmn = mval_line("mixed", 0, "val-aux/num_turns/min"), vmx = mval_line("mixed", 0, "val-aux/num_turns/max");
     TL_CHECK(vmn == 2 && vmx >= 4, "validation: the same per-row loops (val-aux/num_turns min %g, max %g)", vmn, vmx);
+    // validation where the environment scores some tool trajectories itself (no "digits") and the reward function the
+    // others (with "digits"): each reward variable is reduced over the samples that have it, and the environment's
+    // numbers are reported as val-aux/env/<key>/mean over the validation set's tool trajectories
+    snprintf(ov, sizeof ov, "data.train_files=%s/mixed.jsonl data.val_files=%s/mixed.jsonl data.train_batch_size=4 "
+             "trainer.total_training_steps=1 trainer.val_before_train=true data.val_batch_size=3 "
+             "actor_rollout_ref.rollout.agent.default_agent_loop=single_turn_agent "
+             "'actor_rollout_ref.rollout.multi_turn.env_command=/usr/bin/python3 tests/py/agent_train_env.py --score-val' "
+             "actor_rollout_ref.rollout.val_kwargs.n=2 actor_rollout_ref.rollout.val_kwargs.do_sample=true", F, F);
+    rc = train(NULL, "mixedval", ov);
+    TL_CHECK(rc == 0, "validation with environment-scored and reward-scored samples in one data source exits 0 (rc %d; see "
+             "%s/mixedval.log)", rc, F);
+    double vnt = mval_line("mixedval", 0, "val-aux/num_turns/mean"), vet = mval_line("mixedval", 0, "val-aux/env/turns/mean");
+    double ves = mval_line("mixedval", 0, "val-aux/env/steps/mean");
+    double vdg = mval_line("mixedval", 0, "val-aux/openai/gsm8k/digits/mean@2");
+    double vdg1 = mval_line("mixedval", 0, "val-aux/openai/gsm8k/digits/mean@1");
+    double vrw = mval_line("mixedval", 0, "val-aux/openai/gsm8k/reward/mean@2");
+    double vac = mval_line("mixedval", 0, "val-core/openai/gsm8k/acc/mean@2");
+    printf("validation: num_turns/mean %g, env/turns/mean %g, env/steps/mean %g, digits/mean@2 %g, digits/mean@1 %g, "
+           "reward/mean@2 %g\n", vnt, vet, ves, vdg, vdg1, vrw);
+    // 2 of the 4 rows are tool rows and single-turn rows have num_turns 2: the tool rows' mean is 2 * mean - 2,
+    // over batches of 3 and 1 rows (the per-batch means weighted by their tool trajectories)
+    TL_CHECK(fabs(vet - (2 * vnt - 2)) < 1e-9, "val-aux/env/turns/mean %g is the tool rows' mean num_turns (2 * %g - 2)", vet, vnt);
+    TL_CHECK(ves >= 1 && ves <= 5, "val-aux/env/steps/mean %g: 1..5 step replies per trajectory", ves);
+    // single-turn rows: both samples have digits (mean@2); tool rows: only the odd sample does (mean@1)
+    TL_CHECK(isfinite(vdg) && isfinite(vdg1) && isfinite(vrw) && isfinite(vac), "digits and acc reduced over the samples that "
+             "have them (mean@2 for single-turn rows, mean@1 for tool rows; acc the core variable), reward over all");
     // agent_name other than the two loops: a one-line error naming the row
     char *bp = fpath("badagent.jsonl", "");
     const char *bl = "{\"prompt\": [{\"role\": \"user\", \"content\": \"hi\"}], \"data_source\": \"openai/gsm8k\", \"agent_name\": \"react\"}\n";
@@ -274,6 +304,25 @@ static void test_per_row(void) {
     rc = train(NULL, "badagent", ov);
     TL_CHECK(rc != 0 && file_contains("badagent", "badagent.jsonl:1: \"agent_name\" must be"), "unknown agent_name: error naming the row (rc %d)", rc);
     free(bp);
+}
+
+// rlc_val_metrics: a NaN is a sample without that variable. Two rows of 2 samples; "acc" only on row 0's first
+// sample: acc/mean@1 over row 0 alone is the core metric (the data source has acc), reward over all 4 samples.
+static void test_val_missing(void) {
+    const char *ds[4] = {"d", "d", "d", "d"}, *uid[4] = {"0", "0", "1", "1"}, *names[2] = {"reward", "acc"};
+    const double rw[4] = {1, 0, 1, 1}, acc[4] = {1, NAN, NAN, NAN};
+    const double *vals[2] = {rw, acc};
+    rlc_metrics m;
+    rlc_metrics_init(&m);
+    rlc_val_metrics(&m, 4, ds, uid, 2, names, vals, NULL, 42);
+    int f1 = 0, f2 = 0, f3 = 0, f4 = 0;
+    double a1 = rlc_metrics_get(&m, "val-core/d/acc/mean@1", &f1), r2 = rlc_metrics_get(&m, "val-aux/d/reward/mean@2", &f2);
+    double s2 = rlc_metrics_get(&m, "val-aux/d/reward/std@2", &f3);
+    rlc_metrics_get(&m, "val-aux/d/acc/mean@2", &f4);
+    // reward: row 0 mean 0.5 (std 0.5), row 1 mean 1 (std 0); averaged over the rows
+    TL_CHECK(f1 && a1 == 1.0 && f2 && r2 == 0.75 && f3 && s2 == 0.25 && !f4,
+             "missing values: acc/mean@1 %g (core), reward/mean@2 %g, reward/std@2 %g, no acc/mean@2", a1, r2, s2);
+    rlc_metrics_free(&m);
 }
 
 static void test_errors(void) {
@@ -291,6 +340,7 @@ int main(void) {
     test_oracle(!san);
     test_examples();
     test_per_row();
+    test_val_missing();
     test_errors();
     if (tl_failed == 0) tl_system("rm -rf %s", F);
     else printf("fixture and logs kept in %s\n", F);

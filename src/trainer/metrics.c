@@ -339,6 +339,8 @@ static int64_t first_index_of(const char *const *keys, const int64_t *members, i
     return nd;
 }
 
+// A NaN in var_vals is a sample without that variable (a reward extra key some samples lack): each variable is
+// reduced over the samples that have it, and "acc" is a data source's core variable when some sample of it has acc.
 void rlc_val_metrics(rlc_metrics *m, int64_t n, const char *const *data_source, const char *const *uid, int n_vars,
                      const char *const *var_names, const double *const *var_vals, const char *const *preds,
                      uint32_t seed) {
@@ -349,7 +351,7 @@ void rlc_val_metrics(rlc_metrics *m, int64_t n, const char *const *data_source, 
     int64_t *ds_first = rlc_malloc((size_t)n * sizeof(int64_t));
     int64_t nds = first_index_of(data_source, all, n, ds_first);
     int64_t *members = rlc_malloc((size_t)n * sizeof(int64_t));
-    int64_t *umem = rlc_malloc((size_t)n * sizeof(int64_t));
+    int64_t *umem = rlc_malloc((size_t)n * sizeof(int64_t)), *vmem = rlc_malloc((size_t)n * sizeof(int64_t));
     int64_t *ufirst = rlc_malloc((size_t)n * sizeof(int64_t));
     double *vals = rlc_malloc((size_t)n * sizeof(double));
     double *res_best = rlc_malloc(N_BOOT * sizeof(double)), *res_worst = rlc_malloc(N_BOOT * sizeof(double));
@@ -365,12 +367,16 @@ void rlc_val_metrics(rlc_metrics *m, int64_t n, const char *const *data_source, 
         mdict *dicts = rlc_calloc((size_t)n_vars, sizeof(mdict));
         for (int64_t u = 0; u < nu; u++) {
             const char *uu = uid[members[ufirst[u]]];
-            int64_t k = 0;
+            int64_t ku = 0;
             for (int64_t i = 0; i < nm; i++)
-                if (!strcmp(uid[members[i]], uu)) umem[k++] = members[i];
+                if (!strcmp(uid[members[i]], uu)) umem[ku++] = members[i];
             for (int v = 0; v < n_vars; v++) {
                 mdict *dd = &dicts[v];
-                for (int64_t i = 0; i < k; i++) vals[i] = var_vals[v][umem[i]];
+                int64_t k = 0;
+                for (int64_t i = 0; i < ku; i++)
+                    if (!isnan(var_vals[v][umem[i]])) vmem[k++] = umem[i];
+                if (k == 0) continue;
+                for (int64_t i = 0; i < k; i++) vals[i] = var_vals[v][vmem[i]];
                 char name[64];
                 double mu, sd;
                 mean_std(vals, k, &mu, &sd);
@@ -394,7 +400,7 @@ void rlc_val_metrics(rlc_metrics *m, int64_t n, const char *const *data_source, 
                         res_worst[b] = mn;
                         if (preds) {
                             // calc_maj_val: votes in first-seen order; the first most common; its first value
-                            for (int64_t t = 0; t < ss; t++) sub[t] = preds[umem[idx[b * ss + t]]];
+                            for (int64_t t = 0; t < ss; t++) sub[t] = preds[vmem[idx[b * ss + t]]];
                             int64_t nv = 0;
                             for (int64_t t = 0; t < ss; t++) {
                                 int64_t j = 0;
@@ -429,7 +435,7 @@ void rlc_val_metrics(rlc_metrics *m, int64_t n, const char *const *data_source, 
         }
         int core = -1;
         for (int v = 0; v < n_vars; v++)
-            if (!strcmp(var_names[v], "acc")) core = v;
+            if (!strcmp(var_names[v], "acc") && dicts[v].n > 0) core = v;
         if (core < 0)
             for (int v = 0; v < n_vars; v++)
                 if (!strcmp(var_names[v], "reward")) core = v;
@@ -461,7 +467,7 @@ void rlc_val_metrics(rlc_metrics *m, int64_t n, const char *const *data_source, 
         }
         free(dicts);
     }
-    free(all); free(ds_first); free(members); free(umem); free(ufirst); free(vals);
+    free(all); free(ds_first); free(members); free(umem); free(vmem); free(ufirst); free(vals);
     free(res_best); free(res_worst); free(res_maj); free(vfirst); free(vcnt); free(sub);
 }
 

@@ -46,6 +46,45 @@ static void check_outputs(const ppo_trainer *g, const step_batch *sb) {
     }
 }
 
+// tool_agent rows of a validation batch (its env/<key>/mean is over their trajectories): the row's agent_name,
+// else agent.default_agent_loop.
+static int64_t tool_rows(const ppo_trainer *g, const int64_t *rows, int64_t cnt) {
+    const char *def = g->cfg->actor_rollout_ref.rollout.agent.default_agent_loop;
+    const int def_tool = def && !strcmp(def, "tool_agent");
+    int64_t k = 0;
+    for (int64_t i = 0; i < cnt; i++) {
+        const int a = g->val.items[rows[i]].agent_name;
+        k += a == RLC_AGENT_NAME_TOOL || (a == RLC_AGENT_NAME_NONE && def_tool);
+    }
+    return k;
+}
+
+// The environment's numbers over the whole validation set: each batch's env/<key>/mean (over its tool_agent
+// trajectories) weighted by those trajectories, so the result is the mean over all of them (a trajectory that did
+// not report a key counts 0, as in training).
+typedef struct {
+    char **keys;
+    double *sums;
+    int n;
+    int64_t n_traj;
+} env_acc;
+
+static void env_acc_add(env_acc *a, const step_batch *sb, int64_t n_tool) {
+    for (int e = 0; e < sb->n_env; e++) {
+        int k = 0;
+        while (k < a->n && strcmp(a->keys[k], sb->env_keys[e])) k++;
+        if (k == a->n) {
+            a->keys = rlc_realloc(a->keys, (size_t)(k + 1) * sizeof(char *));
+            a->sums = rlc_realloc(a->sums, (size_t)(k + 1) * sizeof(double));
+            a->keys[k] = rlc_strdup(sb->env_keys[e]);
+            a->sums[k] = 0;
+            a->n++;
+        }
+        a->sums[k] += sb->env_means[e] * (double)n_tool;
+    }
+    a->n_traj += n_tool;
+}
+
 void validate_run(ppo_trainer *g, rlc_metrics *m) {
     if (!g->have_val) return;
     check_policy(g);
@@ -63,6 +102,7 @@ void validate_run(ppo_trainer *g, rlc_metrics *m) {
     rlc_reward_result *res = rlc_calloc((size_t)S, sizeof *res);
     int64_t *rows = rlc_malloc(sizeof(int64_t) * (size_t)bs);
     step_agent_stats *agent = NULL;   // (S) tool_agent trajectories: val-aux/num_turns
+    env_acc envm = {0};               // val-aux/env/<key>/mean
     for (int64_t start = 0; start < N; start += bs) {
         int64_t cnt = N - start < bs ? N - start : bs;
         for (int64_t i = 0; i < cnt; i++) rows[i] = start + i;
@@ -77,6 +117,7 @@ void validate_run(ppo_trainer *g, rlc_metrics *m) {
         if (sb.agent) {
             if (!agent) agent = rlc_calloc((size_t)S, sizeof *agent);
             memcpy(agent + (size_t)start * n, sb.agent, sizeof *agent * (size_t)sb.B);
+            env_acc_add(&envm, &sb, tool_rows(g, rows, cnt) * n);
         }
         step_batch_free(&sb);
     }
@@ -85,14 +126,31 @@ void validate_run(ppo_trainer *g, rlc_metrics *m) {
         ppo_agent_metrics(&all, m, "val-aux/");
         free(agent);
     }
+    for (int k = 0; k < envm.n; k++) {
+        char key[160];
+        snprintf(key, sizeof key, "val-aux/env/%.100s/mean", envm.keys[k]);
+        rlc_metrics_set(m, key, envm.n_traj > 0 ? envm.sums[k] / (double)envm.n_traj : 0.0);
+        free(envm.keys[k]);
+    }
+    free(envm.keys);
+    free(envm.sums);
     if (re == g->rollout) rollout_engine_set_sampling(re, train_rc.n, &train_rc.sampling);
     else rollout_engine_free(re);
-    // Variables: "reward" (the score), then the reward's extra keys (e.g. "acc") in the first sample's order.
-    int nv = 1 + res[0].n_extra;
-    const char **names = rlc_malloc(sizeof(char *) * (size_t)nv);
-    double **vals = rlc_malloc(sizeof(double *) * (size_t)nv);
+    // Variables: "reward" (the score), then the reward's extra keys (e.g. "acc") in order of first appearance. A
+    // sample without a key (scored by the environment, or by a reward that returns it for some rows only) has NaN
+    // there: each key is reduced over the samples that have it (rlc_val_metrics).
+    int nv = 1;
+    const char **names = rlc_malloc(sizeof(char *));
     names[0] = "reward";
-    for (int v = 1; v < nv; v++) names[v] = res[0].extra_keys[v - 1];
+    for (int64_t j = 0; j < S; j++)
+        for (int e = 0; e < res[j].n_extra; e++) {
+            int v = 1;
+            while (v < nv && strcmp(names[v], res[j].extra_keys[e])) v++;
+            if (v < nv) continue;
+            names = rlc_realloc(names, sizeof(char *) * (size_t)(nv + 1));
+            names[nv++] = res[j].extra_keys[e];
+        }
+    double **vals = rlc_malloc(sizeof(double *) * (size_t)nv);
     for (int v = 0; v < nv; v++) vals[v] = rlc_malloc(sizeof(double) * (size_t)S);
     const char **ds = rlc_malloc(sizeof(char *) * (size_t)S), **uid = rlc_malloc(sizeof(char *) * (size_t)S);
     const char **preds = rlc_malloc(sizeof(char *) * (size_t)S);
@@ -105,12 +163,9 @@ void validate_run(ppo_trainer *g, rlc_metrics *m) {
         uid[j] = uid_buf + j * 24;
         vals[0][j] = res[j].score;
         for (int v = 1; v < nv; v++) {
-            int found = 0;
+            vals[v][j] = NAN;   // finite when present (check_outputs)
             for (int e = 0; e < res[j].n_extra; e++)
-                if (!strcmp(res[j].extra_keys[e], names[v])) { vals[v][j] = res[j].extra_vals[e]; found = 1; break; }
-            if (!found)
-                rlc_die("%s:%lld: the reward returned no '%s' for this validation sample, but did for the first one",
-                        g->val.path, (long long)g->val.items[row].line, names[v]);
+                if (!strcmp(res[j].extra_keys[e], names[v])) { vals[v][j] = res[j].extra_vals[e]; break; }
         }
         preds[j] = res[j].pred;
         if (!res[j].pred) have_pred = 0;

@@ -4,10 +4,13 @@ every assistant turn is sent whatever the model wrote: turns 1 and 2 get a user 
 loss mask 0), turn 3 ends the trajectory (done). One tool, "echo", answers its text. finished: even samples get
 the score 0.1 * num_turns + 0.05 * (len(response) % 3); odd samples and validation get null (the usual reward
 path, so that every validation sample carries the reward's extra keys, tool and single-turn rows alike). Numbers for
-the trainer's env/<key>/mean: each observation reports {"steps": 1}, each finished reply "turns": num_turns."""
+the trainer's env/<key>/mean: each observation reports {"steps": 1}, each finished reply "turns": num_turns.
+--score-val: validation's even samples get the environment's score too (so some validation samples lack the
+reward's extra keys)."""
 import json
 import sys
 
+score_val = "--score-val" in sys.argv[1:]
 TOOL = {"type": "function", "function": {"name": "echo", "description": "Echo the text.",
         "parameters": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}}}
 for line in sys.stdin:
@@ -26,7 +29,7 @@ for line in sys.stdin:
             r["done"] = True
     elif t == "finish":
         score = None
-        if not m["traj"].startswith("val:") and int(m["traj"].split(":")[-1]) % 2 == 0:
+        if (score_val or not m["traj"].startswith("val:")) and int(m["traj"].split(":")[-1]) % 2 == 0:
             score = 0.1 * m["num_turns"] + 0.05 * (len(m["response"]) % 3)
         r = {"type": "finished", "traj": m["traj"], "score": score, "turns": m["num_turns"]}
     else:
