@@ -6,7 +6,10 @@
 //     its <|im_end|>, then the final answer with Qwen3's empty think block; the tool reply, the chat markup
 //     between turns and the prompt carry loss mask 0. The expected turns are written out here by hand from the
 //     row's fields (Qwen3's rendering of a Hermes call), not through the template engine;
-//   - <tool_call>, </tool_call>, <tool_response>, </tool_response> are one token each.
+//   - <tool_call>, </tool_call>, <tool_response>, </tool_response> are one token each;
+//   - with the demo's tokenizer (train-tokenizer --added-tokens as a JSON list: the markup and the fixed text of
+//     Qwen3's tools block, written out here from the template), each fixed text is one token, the block decodes back
+//     to the same text, and the trained tokens decode to the same text as with the markup-only tokenizer.
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,6 +23,13 @@
 #include "tokenizer/tokenizer.h"
 
 static const char *MARKUP[4] = {"<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"};
+// The fixed text of Qwen3's tools block, before the first tool's schema and after the last (written out from the
+// template): `rlc demo --tools` makes each one added token.
+static const char *BLOCK[2] = {
+    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function "
+    "signatures within <tools></tools> XML tags:\n<tools>",
+    "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+    "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call>"};
 
 // The trained spans of one conversation, written out from its messages: each assistant turn's text through
 // <|im_end|> (a call turn: content, then the Hermes block; the last turn: Qwen3's empty think block first).
@@ -55,6 +65,16 @@ int main(void) {
                        "--added-tokens '<tool_call>,</tool_call>,<tool_response>,</tool_response>' >/dev/null",
                        rlc, F, N, rlc, F, N, rlc, F, F);
     TL_CHECK(rc == 0, "gen-task --tool-calls and train-tokenizer --added-tokens (rc %d)", rc);
+    // the demo's tokenizer: the markup and the block's fixed text as a JSON list (they hold commas and newlines)
+    cJSON *al = cJSON_CreateArray();
+    for (int i = 0; i < 4; i++) cJSON_AddItemToArray(al, cJSON_CreateString(MARKUP[i]));
+    for (int i = 0; i < 2; i++) cJSON_AddItemToArray(al, cJSON_CreateString(BLOCK[i]));
+    char *alj = cJSON_PrintUnformatted(al);
+    cJSON_Delete(al);
+    rc = rc ? rc : tl_system("%s train-tokenizer --data %s/t.jsonl --fields text --out %s/tok2 --vocab-size 400 --added-tokens '%s' >/dev/null",
+                             rlc, F, F, alj);
+    free(alj);
+    TL_CHECK(rc == 0, "train-tokenizer --added-tokens as a JSON list (rc %d)", rc);
     if (rc != 0) return tl_summary();
     char *tp = rlc_path_join(F, "t.jsonl"), *pp = rlc_path_join(F, "p.jsonl"), *tk = rlc_path_join(F, "tok");
     rlc_tokenizer *tok = rlc_tok_load(tk, NULL);
@@ -65,6 +85,38 @@ int main(void) {
                  (long long)ids.n);
         rlc_iv_free(&ids);
     }
+    // the demo's tokenizer: each fixed text of the block is one token, and a row's system turn (the whole block)
+    // encodes to those two tokens around its schema, decoding back to the same text; the masks below hold with it
+    char *tk2 = rlc_path_join(F, "tok2");
+    rlc_tokenizer *tok2 = rlc_tok_load(tk2, NULL);
+    for (int i = 0; i < 2; i++) {
+        rlc_ivec ids = {0};
+        rlc_tok_encode(tok2, BLOCK[i], strlen(BLOCK[i]), &ids);
+        TL_CHECK(ids.n == 1 && ids.v[0] == rlc_tok_token_to_id(tok2, BLOCK[i]), "the block's fixed text %d is one added token (%lld ids)",
+                 i, (long long)ids.n);
+        rlc_iv_free(&ids);
+    }
+    {
+        char *row = rlc_read_file(tp, NULL);
+        *strchr(row, '\n') = 0;
+        cJSON *r1 = cJSON_Parse(row);
+        const char *blk = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(r1, "messages"), 0), "content")->valuestring;
+        rlc_ivec a = {0}, b = {0};
+        rlc_tok_encode(tok, blk, strlen(blk), &a);
+        rlc_tok_encode(tok2, blk, strlen(blk), &b);
+        char *back = rlc_tok_decode_str(tok2, b.v, b.n, 0);
+        TL_CHECK(b.n >= 3 && b.v[0] == rlc_tok_token_to_id(tok2, BLOCK[0]) && b.v[b.n - 1] == rlc_tok_token_to_id(tok2, BLOCK[1]) &&
+                 !strcmp(back, blk), "the tools block: fixed text, schema, fixed text; decodes to the same text");
+        printf("tools block: %lld tokens with the markup tokens only, %lld with the block's fixed text as two more\n", (long long)a.n,
+               (long long)b.n);
+        free(back);
+        rlc_iv_free(&a);
+        rlc_iv_free(&b);
+        cJSON_Delete(r1);
+        free(row);
+    }
+    rlc_sft_text txt2;
+    rlc_sft_text_load(&txt2, tp, tok2, 0, RLC_TRUNC_ERROR, -1);
     rlc_sft_text txt;
     rlc_sft_text_load(&txt, tp, tok, 0, RLC_TRUNC_ERROR, -1);   // as `rlc sft` loads it
     TL_CHECK(txt.n == N, "%lld SFT examples", (long long)txt.n);
@@ -121,6 +173,23 @@ int main(void) {
         cJSON_Delete(t);
         cJSON_Delete(p);
     }
+    // with the block's fixed text as tokens: the same trained text (each loss-mask-1 run decodes the same)
+    int bad2 = txt2.n != txt.n;
+    for (int64_t r = 0; r < txt.n && !bad2; r++) {
+        rlc_strbuf s1 = {0}, s2 = {0};
+        const rlc_sft_example *e1 = &txt.items[r], *e2 = &txt2.items[r];
+        for (int64_t i = 0; i < e1->n; i++)
+            if (e1->loss_mask[i]) rlc_tok_decode(tok, e1->ids + i, 1, 0, &s1);
+        for (int64_t i = 0; i < e2->n; i++)
+            if (e2->loss_mask[i]) rlc_tok_decode(tok2, e2->ids + i, 1, 0, &s2);
+        bad2 = s1.n != s2.n || (s1.n && memcmp(s1.s, s2.s, s1.n));
+        rlc_sb_free(&s1);
+        rlc_sb_free(&s2);
+    }
+    TL_CHECK(!bad2, "with the block's fixed text as added tokens, the trained tokens decode to the same text");
+    rlc_sft_text_free(&txt2);
+    rlc_tok_free(tok2);
+    free(tk2);
     printf("%d rows: %d bare answers, %d worked in text, %d calculator calls\n", N, kinds[0], kinds[1], kinds[2]);
     TL_CHECK(kinds[0] > 0 && kinds[1] > 0 && kinds[2] > 0 && kinds[0] + kinds[1] + kinds[2] == N, "all three kinds of row");
     TL_CHECK(calls == kinds[2], "one call per calculator row (%d)", calls);

@@ -112,6 +112,39 @@ static double read_last_key(const char *path, const char *key) {
     return r;
 }
 
+// --tools: the tokenizer's added tokens, as a JSON list for train-tokenizer: Qwen3's tool markup, and the fixed text
+// of the template's tools block (the text before the first tool's schema and after the last), read from the first
+// SFT row's system turn, which gen-task wrote as the template renders it. Each is then one token, so the block
+// costs its schema's tokens plus two, and the prompt text stays exactly the template's.
+static char *tools_added_tokens(const char *sft_data) {
+    FILE *f = fopen(sft_data, "rb");
+    if (!f) rlc_die("%s: cannot open: %s", sft_data, strerror(errno));
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n = getline(&line, &cap, f);
+    fclose(f);
+    cJSON *row = n > 0 ? cJSON_Parse(line) : NULL;
+    free(line);
+    const cJSON *m0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(row, "messages"), 0);
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(m0, "content");
+    const char *s = cJSON_IsString(c) ? c->valuestring : "";
+    const char *first = strstr(s, "\n{"), *last = NULL;
+    for (const char *p = s; (p = strstr(p, "\n</tools>")); p++) last = p;
+    if (!first || !last || last < first) rlc_die("%s:1: the system turn has no tools block (gen-task --tool-calls)", sft_data);
+    cJSON *l = cJSON_CreateArray();
+    static const char *MARKUP[4] = {"<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"};
+    for (int i = 0; i < 4; i++) cJSON_AddItemToArray(l, cJSON_CreateString(MARKUP[i]));
+    char *pre = rlc_strdup(s);
+    pre[first - s] = 0;
+    cJSON_AddItemToArray(l, cJSON_CreateString(pre));
+    cJSON_AddItemToArray(l, cJSON_CreateString(last));
+    char *out = cJSON_PrintUnformatted(l);
+    free(pre);
+    cJSON_Delete(l);
+    cJSON_Delete(row);
+    return out;
+}
+
 int cmd_demo(int argc, char **argv) {
     cli_args a;
     cli_args_init(&a, argc, argv);
@@ -178,9 +211,11 @@ int cmd_demo(int argc, char **argv) {
     run_rlc(&d, "generate held-out set", "gen-task", "--out", val_data, "--n", n_val, "--seed", seed3, "--min-steps", mins, "--max-steps", maxs, "--max-operand", maxo, NULL);
     // 2. tokenizer
     // --tools: Qwen3's tool markup as added tokens, as in Qwen3's tokenizer (a call is one <tool_call> token, and
-    // the template's tool turn tokenizes as it does for Qwen3)
+    // the template's tool turn tokenizes as it does for Qwen3), and the tools block's fixed text (tools_added_tokens)
+    char *added = tools ? tools_added_tokens(sft_data) : NULL;
     run_rlc(&d, "train tokenizer", "train-tokenizer", "--data", sft_data, "--fields", tools ? "text" : "prompt,response", "--out", tokdir,
-            "--vocab-size", "512", tools ? "--added-tokens" : NULL, "<tool_call>,</tool_call>,<tool_response>,</tool_response>", NULL);
+            "--vocab-size", "512", tools ? "--added-tokens" : NULL, added, NULL);
+    free(added);
     // 3. model config sized to the tokenizer; init
     rlc_tokenizer *tok = rlc_tok_load(tokdir, NULL);
     int64_t V = rlc_tok_vocab_size(tok);

@@ -12,7 +12,7 @@
 
 static const char *USAGE =
     "rlc train-tokenizer --data FILE.jsonl --out DIR [--vocab-size N] [--min-frequency F] [--fields question,answer]\n"
-    "                    [--added-tokens T1,T2,...]";
+    "                    [--added-tokens T1,T2,... | --added-tokens '[\"T1\", \"T2\", ...]']";
 
 int cmd_train_tokenizer(int argc, char **argv) {
     cli_args a;
@@ -28,7 +28,17 @@ int cmd_train_tokenizer(int argc, char **argv) {
     char *added_s = rlc_strdup(added_opt ? added_opt : "");
     const char *added[64];
     int n_added = 0;
-    for (char *sv = NULL, *tok = strtok_r(added_s, ",", &sv); tok; tok = strtok_r(NULL, ",", &sv)) {
+    // a JSON list of strings for tokens holding commas or newlines (a chat template's fixed text)
+    cJSON *added_json = added_s[0] == '[' ? cJSON_Parse(added_s) : NULL;
+    if (added_s[0] == '[') {
+        if (!cJSON_IsArray(added_json)) rlc_die("train-tokenizer: --added-tokens: not a JSON list of strings");
+        for (const cJSON *t = added_json->child; t; t = t->next) {
+            if (!cJSON_IsString(t) || !t->valuestring[0]) rlc_die("train-tokenizer: --added-tokens: not a JSON list of non-empty strings");
+            if (n_added == 64) rlc_die("train-tokenizer: --added-tokens: at most 64 tokens");
+            added[n_added++] = t->valuestring;
+        }
+    }
+    for (char *sv = NULL, *tok = added_json ? NULL : strtok_r(added_s, ",", &sv); tok; tok = strtok_r(NULL, ",", &sv)) {
         if (n_added == 64) rlc_die("train-tokenizer: --added-tokens: at most 64 tokens");
         added[n_added++] = tok;
     }
@@ -66,6 +76,7 @@ int cmd_train_tokenizer(int argc, char **argv) {
     free(texts);
     free(fields);
     free(added_s);
+    cJSON_Delete(added_json);
     cli_args_free(&a);
     return 0;
 }

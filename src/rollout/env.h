@@ -74,5 +74,6 @@ int rlc_env_check_tools(const struct cJSON *tools, rlc_strbuf *err);
 // The reply-line reader (exposed for tests and the fuzzer): parse one line (n bytes, no newline) into a JSON
 // object with a string "type" among hello | started | observation | finished | error and a "traj" that is a
 // string (or null / absent, for hello and error). Numbers written with a point or an exponent are marked as
-// floats (core/json.h), so that tool schemas render as the chat template renders them in Python. Returns the object, or NULL with one line in err.
+// floats (core/json.h), so that tool schemas render as the chat template renders them in Python. Returns the
+// object, or NULL with one line in err.
 struct cJSON *rlc_env_parse_line(const char *line, size_t n, rlc_strbuf *err);

@@ -201,10 +201,9 @@ int rlc_calc_eval(const char *src, rlc_strbuf *out) {
 // ---- the environment ----
 
 static const char CALC_TOOL[] =
-    "{\"type\":\"function\",\"function\":{\"name\":\"calculator\",\"description\":\"Evaluate an arithmetic expression exactly: "
-    "+ - * / ^, parentheses and decimals. Returns an integer, an exact decimal or a fraction.\",\"parameters\":{\"type\":\"object\","
-    "\"properties\":{\"expression\":{\"type\":\"string\",\"description\":\"The expression, e.g. (48 + 24) / 3\"}},\"required\":"
-    "[\"expression\"]}}}";
+    "{\"type\":\"function\",\"function\":{\"name\":\"calculator\",\"description\":\"Exact arithmetic: + - * / ^ and "
+    "parentheses.\",\"parameters\":{\"type\":\"object\",\"properties\":{\"expression\":{\"type\":\"string\"}},"
+    "\"required\":[\"expression\"]}}}";
 // verl's GSM8K tool schema (spec agent-loop.md §2.4)
 static const char GSM8K_TOOL[] =
     "{\"type\":\"function\",\"function\":{\"name\":\"calc_gsm8k_reward\",\"description\":\"A tool for calculating the reward of "
