@@ -75,6 +75,15 @@ int main(void) {
                              rlc, F, F, alj);
     free(alj);
     TL_CHECK(rc == 0, "train-tokenizer --added-tokens as a JSON list (rc %d)", rc);
+    {
+        int bad = tl_system("%s train-tokenizer --data %s/t.jsonl --fields text --out %s/tok3 --added-tokens '[1]' 2>%s/e3", rlc, F, F, F);
+        char *e3 = rlc_path_join(F, "e3");
+        char *es = rlc_file_exists(e3) ? rlc_read_file(e3, NULL) : NULL;
+        TL_CHECK(bad != 0 && es && strstr(es, "--added-tokens: not a JSON list of non-empty strings") && strchr(es, '\n') == es + strlen(es) - 1,
+                 "--added-tokens '[1]': one error line (rc %d: %s)", bad, es ? es : "");
+        free(es);
+        free(e3);
+    }
     if (rc != 0) return tl_summary();
     char *tp = rlc_path_join(F, "t.jsonl"), *pp = rlc_path_join(F, "p.jsonl"), *tk = rlc_path_join(F, "tok");
     rlc_tokenizer *tok = rlc_tok_load(tk, NULL);
