@@ -88,6 +88,11 @@ void geglu_backward_ref(float *dgate, float *dup, const float *dout, const float
 // The architecture's gated activation (SwiGLU or GeGLU), forward and backward (+=).
 void glu_forward(float *out, const float *gate, const float *up, int64_t n, mlp_act act);
 void glu_backward(float *dgate, float *dup, const float *dout, const float *gate, const float *up, int64_t n, mlp_act act);
+// dgate, dup (n) = (written, not accumulated) the gradients glu_backward adds: bitwise zeroing both and then
+// glu_backward (the _ref), in one pass.
+void glu_backward_set(float *dgate, float *dup, const float *dout, const float *gate, const float *up, int64_t n, mlp_act act);
+void glu_backward_set_ref(float *dgate, float *dup, const float *dout, const float *gate, const float *up, int64_t n,
+                          mlp_act act);
 
 // ---- linear-layer biases: out (T, OC) += b (OC); db (OC) += column sums of dout (T, OC) ---------------------
 void bias_forward(float *out, const float *b, int64_t T, int64_t OC);

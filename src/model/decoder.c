@@ -923,9 +923,7 @@ static void backward_from_hidden(decoder_model *m, decoder_acts *a, const decode
         lora_bwd(m, la, du, l, LORA_DOWN, dact, dmo, la->act, T);
         mm_bwd_w(gw.w_down, dmo, la->act, T, I, H);
         if (gw.b_down) bias_backward(gw.b_down, dmo, T, H);
-        zero_par(dgate, T * I);
-        zero_par(dup, T * I);
-        glu_backward(dgate, dup, dact, la->gate, la->up, T * I, m->cfg->hidden_act);
+        glu_backward_set(dgate, dup, dact, la->gate, la->up, T * I, m->cfg->hidden_act);
         if (gw.b_gate) {
             bias_backward(gw.b_gate, dgate, T, I);
             bias_backward(gw.b_up, dup, T, I);
