@@ -1,12 +1,13 @@
 #!/bin/bash
-# compare_demo.sh REF_RLC NEW_RLC [WORKDIR]: do two rlc binaries compute the same numbers? Runs, with each binary and
-# the same seed and thread count, the shortened demo (`rlc demo --quick`), 4 SFT steps at the demo's full batch and
-# arguments, and one GRPO step at the demo's full batch (64 prompts x 8 samples) from the quick demo's SFT checkpoint;
+# compare_demo.sh REF_RLC NEW_RLC [WORKDIR [SFT_CKPT]]: do two rlc binaries compute the same numbers? Runs, with each
+# binary and the same seed and thread count, the shortened demo (`rlc demo --quick`), 4 SFT steps at the demo's full
+# batch and arguments, and two GRPO steps at the demo's full batch (64 prompts x 8 samples) from SFT_CKPT (default: the
+# quick demo's SFT checkpoint, which scores 0 and so sends no policy gradient: pass a full demo's sft/ folder);
 # then compares every checkpoint and optimizer/trainer state with cmp, and every metrics file with its timing keys
 # (timing_s/*, timing_per_token_ms/*, */perf/*, seconds_total) removed. Run from the repository root (the demo reads
 # examples/). Prints one line per compared file and exits 1 on any difference.
 set -u
-REF=$(readlink -f "$1"); NEW=$(readlink -f "$2"); W=${3:-/tmp/rlc_compare_demo}
+REF=$(readlink -f "$1"); NEW=$(readlink -f "$2"); W=${3:-/tmp/rlc_compare_demo}; CKPT=${4:-$W/ref/sft}
 THR=${THREADS:-2}
 rm -rf "$W"; mkdir -p "$W"
 run() {   # run TAG BIN
@@ -15,8 +16,8 @@ run() {   # run TAG BIN
     "$bin" sft --model "$W/ref/init" --data "$W/ref/data/sft.jsonl" --out "$o/sft_full" --steps 4 --batch-size 32 --lr 3e-3 \
         --lr-scheduler cosine --warmup-steps 2 --weight-decay 0.01 --seed 1 --threads "$THR" --log-every 1 \
         > "$W/$tag.sft.log" 2>&1 || { echo "sft failed: $bin"; exit 1; }
-    "$bin" train examples/demo/grpo_synth.yaml actor_rollout_ref.model.path="$W/ref/sft" data.val_files="$W/ref/data/heldout.jsonl" \
-        data.train_files="$W/ref/data/grpo_train.jsonl" trainer.default_local_dir="$o/grpo_full" trainer.total_training_steps=1 \
+    "$bin" train examples/demo/grpo_synth.yaml actor_rollout_ref.model.path="$CKPT" data.val_files="$W/ref/data/heldout.jsonl" \
+        data.train_files="$W/ref/data/grpo_train.jsonl" trainer.default_local_dir="$o/grpo_full" trainer.total_training_steps=2 \
         trainer.n_threads="$THR" trainer.resume_mode=disable trainer.val_before_train=false \
         > "$W/$tag.grpo.log" 2>&1 || { echo "grpo failed: $bin"; exit 1; }
 }

@@ -1,4 +1,5 @@
-// test_kernels_fused.c: the fused element-wise kernels against their _ref definitions, bitwise (each is the same
+// test_kernels_fused.c: the fused element-wise kernels (GLU and RMSNorm backward writing their input gradient)
+// against their _ref definitions, bitwise (each is the same
 // arithmetic per element, in one pass instead of several), and against a double-precision formula.
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +59,32 @@ static void test_glu_set(tl_rng *r, int64_t n, mlp_act act) {
     rlc_free(dge); rlc_free(due);
 }
 
+// rmsnorm_backward_off_set vs its _ref (zero dinp, then rmsnorm_backward_off): dinp bitwise over garbage, dw (+=)
+// bitwise (the same partial sums in the same order); both norms (w_off 0 and 1). Then dinp vs the double-precision
+// reference kernel at gradient tolerance (1e-4: a row reduction of C products in fp32).
+static void test_rms_set(tl_rng *r, int64_t rows, int64_t C, float w_off) {
+    const int64_t n = rows * C;
+    float *x = tl_alloc_normal(r, n, 1), *g = tl_alloc_normal(r, n, 1), *w = tl_alloc_normal(r, C, 1);
+    if (n > 2) { g[0] = 0.0f; g[1] = -0.0f; }
+    float *rstd = rlc_alloc((size_t)rows * sizeof(float)), *y = rlc_alloc((size_t)n * sizeof(float));
+    rmsnorm_forward_off(y, rstd, x, w, w_off, rows, C, 1e-6f);
+    float *dx = tl_alloc_normal(r, n, 3), *dxr = tl_alloc_normal(r, n, 3), *dxd = rlc_alloc_zero((size_t)n * sizeof(float));
+    float *dw = tl_alloc_normal(r, C, 1), *dwr = rlc_alloc((size_t)C * sizeof(float));
+    memcpy(dwr, dw, (size_t)C * sizeof(float));
+    rmsnorm_backward_off_set(dx, dw, g, x, w, w_off, rstd, rows, C);
+    rmsnorm_backward_off_set_ref(dxr, dwr, g, x, w, w_off, rstd, rows, C);
+    char what[96];
+    snprintf(what, sizeof what, "rmsnorm dinp set vs ref rows=%lld C=%lld off=%g", (long long)rows, (long long)C, w_off);
+    check_same(what, dx, dxr, n);
+    snprintf(what, sizeof what, "rmsnorm dw set vs ref rows=%lld C=%lld off=%g", (long long)rows, (long long)C, w_off);
+    check_same(what, dw, dwr, C);
+    rmsnorm_backward_off_ref(dxd, NULL, g, x, w, w_off, rstd, rows, C);
+    snprintf(what, sizeof what, "rmsnorm dinp set vs double rows=%lld C=%lld", (long long)rows, (long long)C);
+    tl_check_close(what, dx, dxd, n, 1e-4);
+    rlc_free(x); rlc_free(g); rlc_free(w); rlc_free(rstd); rlc_free(y); rlc_free(dx); rlc_free(dxr); rlc_free(dxd);
+    rlc_free(dw); rlc_free(dwr);
+}
+
 int main(void) {
     const int san = getenv("RLC_SAN") != NULL;
     tl_rng r;
@@ -67,6 +94,12 @@ int main(void) {
     for (int i = 0; i < 4; i++) {
         test_glu_set(&r, sizes[i], MLP_SILU);
         test_glu_set(&r, sizes[i], MLP_GELU_TANH);
+    }
+    // the decoder's shapes: hidden rows (C 128) and per-head q/k rows (C 32), thread-split and not
+    const int64_t rws[] = {1, 65, 3001, san ? 1201 : 24001};
+    for (int i = 0; i < 4; i++) {
+        test_rms_set(&r, rws[i], 128, 0.0f);
+        test_rms_set(&r, rws[i], 32, 1.0f);
     }
     return tl_summary();
 }
