@@ -52,6 +52,12 @@ void rmsnorm_backward_off(float *dinp, float *dw, const float *dout, const float
                           const float *rstd, int64_t rows, int64_t C);
 void rmsnorm_backward_off_ref(float *dinp, float *dw, const float *dout, const float *inp, const float *w, float w_off,
                               const float *rstd, int64_t rows, int64_t C);
+// dinp (rows, C) = (written, not accumulated) the gradient rmsnorm_backward_off adds, dw (C) += as there: bitwise
+// zeroing dinp and then rmsnorm_backward_off (the _ref), without the zeroing pass.
+void rmsnorm_backward_off_set(float *dinp, float *dw, const float *dout, const float *inp, const float *w, float w_off,
+                              const float *rstd, int64_t rows, int64_t C);
+void rmsnorm_backward_off_set_ref(float *dinp, float *dw, const float *dout, const float *inp, const float *w, float w_off,
+                                  const float *rstd, int64_t rows, int64_t C);
 
 // ---- RoPE, half-split (rotate_half), theta from the config ------------------------------------------------
 // A table of cos/sin for positions 0..max_pos-1, each row D/2 wide (emb = [f, f] so half suffices),
@@ -88,6 +94,11 @@ void geglu_backward_ref(float *dgate, float *dup, const float *dout, const float
 // The architecture's gated activation (SwiGLU or GeGLU), forward and backward (+=).
 void glu_forward(float *out, const float *gate, const float *up, int64_t n, mlp_act act);
 void glu_backward(float *dgate, float *dup, const float *dout, const float *gate, const float *up, int64_t n, mlp_act act);
+// dgate, dup (n) = (written, not accumulated) the gradients glu_backward adds: bitwise zeroing both and then
+// glu_backward (the _ref), in one pass.
+void glu_backward_set(float *dgate, float *dup, const float *dout, const float *gate, const float *up, int64_t n, mlp_act act);
+void glu_backward_set_ref(float *dgate, float *dup, const float *dout, const float *gate, const float *up, int64_t n,
+                          mlp_act act);
 
 // ---- linear-layer biases: out (T, OC) += b (OC); db (OC) += column sums of dout (T, OC) ---------------------
 void bias_forward(float *out, const float *b, int64_t T, int64_t OC);

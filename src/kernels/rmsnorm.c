@@ -2,6 +2,7 @@
 // w_off is 0 (Qwen, Llama: x_hat * w) or 1 (Gemma: x_hat * (1 + w), the weight stored as an offset). In fp32
 // "cast, then multiply" (Llama) and "multiply, then cast" (Gemma) are the same arithmetic; (0 + w) is w exactly.
 #include <math.h>
+#include <string.h>
 
 #include "core/common.h"
 #include "kernels/kernels.h"
@@ -49,8 +50,9 @@ void rmsnorm_forward_off_ref(float *out, float *rstd, const float *inp, const fl
 #define RMS_ROW_CHUNK 64
 
 // With xh = x*rstd and g = dout:  dinp += rstd * (w*g - xh * mean(w*g*xh));  dw += sum_rows g * xh.
-void rmsnorm_backward_off(float *dinp, float *dw, const float *dout, const float *inp, const float *w, float w_off,
-                          const float *rstd, int64_t rows, int64_t C) {
+// set: dinp is written as 0 + its term instead (bitwise the accumulate into a zeroed dinp, without the zeroing pass).
+static void rms_backward(float *dinp, float *dw, const float *dout, const float *inp, const float *w, float w_off,
+                         const float *rstd, int64_t rows, int64_t C, int set) {
     int64_t nchunk = (rows + RMS_ROW_CHUNK - 1) / RMS_ROW_CHUNK;
     float *part = dw && nchunk ? rlc_alloc_zero((size_t)nchunk * (size_t)C * sizeof(float)) : NULL;  // (nchunk, C)
 #pragma omp parallel for schedule(static)
@@ -66,8 +68,13 @@ void rmsnorm_backward_off(float *dinp, float *dw, const float *dout, const float
                 for (int64_t c = 0; c < C; c++) dot += (w_off + w[c]) * g[c] * (x[c] * rs);
                 float m = dot / (float)C;
                 float *dx = dinp + r * C;
+                if (set) {
 #pragma omp simd
-                for (int64_t c = 0; c < C; c++) dx[c] += rs * ((w_off + w[c]) * g[c] - (x[c] * rs) * m);
+                    for (int64_t c = 0; c < C; c++) dx[c] = 0.0f + rs * ((w_off + w[c]) * g[c] - (x[c] * rs) * m);
+                } else {
+#pragma omp simd
+                    for (int64_t c = 0; c < C; c++) dx[c] += rs * ((w_off + w[c]) * g[c] - (x[c] * rs) * m);
+                }
             }
             if (pk) {
 #pragma omp simd
@@ -84,6 +91,24 @@ void rmsnorm_backward_off(float *dinp, float *dw, const float *dout, const float
         }
         rlc_free(part);
     }
+}
+
+void rmsnorm_backward_off(float *dinp, float *dw, const float *dout, const float *inp, const float *w, float w_off,
+                          const float *rstd, int64_t rows, int64_t C) {
+    rms_backward(dinp, dw, dout, inp, w, w_off, rstd, rows, C, 0);
+}
+
+void rmsnorm_backward_off_set(float *dinp, float *dw, const float *dout, const float *inp, const float *w, float w_off,
+                              const float *rstd, int64_t rows, int64_t C) {
+    CHECK(dinp, "rmsnorm_backward_off_set needs dinp");
+    rms_backward(dinp, dw, dout, inp, w, w_off, rstd, rows, C, 1);
+}
+
+// The definition of the _set form: zero dinp, then accumulate.
+void rmsnorm_backward_off_set_ref(float *dinp, float *dw, const float *dout, const float *inp, const float *w, float w_off,
+                                  const float *rstd, int64_t rows, int64_t C) {
+    memset(dinp, 0, (size_t)(rows * C) * sizeof(float));
+    rmsnorm_backward_off(dinp, dw, dout, inp, w, w_off, rstd, rows, C);
 }
 
 void rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp, const float *w,

@@ -1,6 +1,7 @@
 // swiglu.c: the gated MLP activations, SwiGLU (silu(gate) * up) and GeGLU (gelu_tanh(gate) * up, Gemma), and
 // the residual add.
 #include <math.h>
+#include <string.h>
 
 #include "core/common.h"
 #include "kernels/kernels.h"
@@ -23,6 +24,19 @@ void swiglu_backward(float *dgate, float *dup, const float *dout, const float *g
         float sig = 1.0f / (1.0f + k_expf(-g));
         if (dgate) dgate[i] += dout[i] * up[i] * (sig * (1.0f + g * (1.0f - sig)));
         if (dup) dup[i] += dout[i] * (g * sig);
+    }
+}
+
+// swiglu_backward into zeroed dgate, dup (both given) without the zeroing pass: each element is written as
+// 0 + its term, the very operation the accumulate does on a zeroed buffer (0 + -0 is +0, so the sign of a zero
+// matches too). One pass over five streams instead of two zeroing passes and one over seven.
+static void swiglu_backward_set(float *dgate, float *dup, const float *dout, const float *gate, const float *up, int64_t n) {
+#pragma omp parallel for simd schedule(static) if (parallel : n >= KERNELS_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        float g = gate[i];
+        float sig = 1.0f / (1.0f + k_expf(-g));
+        dgate[i] = 0.0f + dout[i] * up[i] * (sig * (1.0f + g * (1.0f - sig)));
+        dup[i] = 0.0f + dout[i] * (g * sig);
     }
 }
 
@@ -61,6 +75,19 @@ void geglu_backward(float *dgate, float *dup, const float *dout, const float *ga
     }
 }
 
+// geglu_backward into zeroed dgate, dup without the zeroing pass (as swiglu_backward_set).
+static void geglu_backward_set(float *dgate, float *dup, const float *dout, const float *gate, const float *up, int64_t n) {
+#pragma omp parallel for simd schedule(static) if (parallel : n >= KERNELS_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        float g = gate[i];
+        float a2 = 2.0f * GELU_K0 * (g + GELU_K1 * g * g * g);
+        float s = 1.0f / (1.0f + k_expf(-a2));
+        float da = GELU_K0 * (1.0f + 3.0f * GELU_K1 * g * g);
+        dgate[i] = 0.0f + dout[i] * up[i] * (s + g * (2.0f * s * (1.0f - s)) * da);
+        dup[i] = 0.0f + dout[i] * (g * s);
+    }
+}
+
 // Double-precision definitions, with tanh itself (tests only).
 void geglu_forward_ref(float *out, const float *gate, const float *up, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
@@ -93,4 +120,17 @@ void glu_forward(float *out, const float *gate, const float *up, int64_t n, mlp_
 void glu_backward(float *dgate, float *dup, const float *dout, const float *gate, const float *up, int64_t n, mlp_act act) {
     if (act == MLP_GELU_TANH) geglu_backward(dgate, dup, dout, gate, up, n);
     else swiglu_backward(dgate, dup, dout, gate, up, n);
+}
+// dgate, dup (n) = the gradients (written): bitwise glu_backward_set_ref, one pass instead of three.
+void glu_backward_set(float *dgate, float *dup, const float *dout, const float *gate, const float *up, int64_t n, mlp_act act) {
+    CHECK(dgate && dup, "glu_backward_set needs both outputs");
+    if (act == MLP_GELU_TANH) geglu_backward_set(dgate, dup, dout, gate, up, n);
+    else swiglu_backward_set(dgate, dup, dout, gate, up, n);
+}
+// The definition: zero both, then accumulate.
+void glu_backward_set_ref(float *dgate, float *dup, const float *dout, const float *gate, const float *up, int64_t n,
+                          mlp_act act) {
+    memset(dgate, 0, (size_t)n * sizeof(float));
+    memset(dup, 0, (size_t)n * sizeof(float));
+    glu_backward(dgate, dup, dout, gate, up, n, act);
 }

@@ -887,8 +887,7 @@ static void backward_from_hidden(decoder_model *m, decoder_acts *a, const decode
     const int nh = (int)d.nh, nkv = (int)d.nkv, D = (int)d.D;
     const int frozen = m->base_frozen;
     float *dx = a->dx, *dh = a->dh;
-    zero_par(dx, T * H);
-    rmsnorm_backward_off(dx, frozen ? NULL : grad_block(m, grads, nb - 1), a->dhid, a->x_final, final_norm_w(m), d.w_off, a->rstd_f,
+    rmsnorm_backward_off_set(dx, frozen ? NULL : grad_block(m, grads, nb - 1), a->dhid, a->x_final, final_norm_w(m), d.w_off, a->rstd_f,
                          T, H);
     if (!frozen) grad_done(m, nb - 1);
 
@@ -908,14 +907,13 @@ static void backward_from_hidden(decoder_model *m, decoder_acts *a, const decode
         // MLP: x_out = x_mid + down(act(gate) * up) (sandwich: + post_ff_norm(down(...)))
         const float *dmo = dx;   // d loss / d down(act)
         if (d.sandwich) {
-            zero_par(a->dS, T * H);
             if (a->mode != CKPT_NONE) {   // the recompute stopped at act: mlp_o and its rstd are needed here
                 mm_fwd(la->mlp_o, 0.f, la->act, lw.w_down, T, I, H);
                 lora_fwd(m, la, l, LORA_DOWN, la->mlp_o, la->act, T);
                 if (lw.b_down) bias_forward(la->mlp_o, lw.b_down, T, H);
                 rmsnorm_forward_off(a->dh, la->rstd_mo, la->mlp_o, lw.post_ff_norm, d.w_off, T, H, d.eps);
             }
-            rmsnorm_backward_off(a->dS, gw.post_ff_norm, dx, la->mlp_o, lw.post_ff_norm, d.w_off, la->rstd_mo, T, H);
+            rmsnorm_backward_off_set(a->dS, gw.post_ff_norm, dx, la->mlp_o, lw.post_ff_norm, d.w_off, la->rstd_mo, T, H);
             dmo = a->dS;
         }
         float *dact = a->dA, *dgate = a->dG, *dup = a->dU;
@@ -923,9 +921,7 @@ static void backward_from_hidden(decoder_model *m, decoder_acts *a, const decode
         lora_bwd(m, la, du, l, LORA_DOWN, dact, dmo, la->act, T);
         mm_bwd_w(gw.w_down, dmo, la->act, T, I, H);
         if (gw.b_down) bias_backward(gw.b_down, dmo, T, H);
-        zero_par(dgate, T * I);
-        zero_par(dup, T * I);
-        glu_backward(dgate, dup, dact, la->gate, la->up, T * I, m->cfg->hidden_act);
+        glu_backward_set(dgate, dup, dact, la->gate, la->up, T * I, m->cfg->hidden_act);
         if (gw.b_gate) {
             bias_backward(gw.b_gate, dgate, T, I);
             bias_backward(gw.b_up, dup, T, I);
@@ -942,8 +938,7 @@ static void backward_from_hidden(decoder_model *m, decoder_acts *a, const decode
         // attention: x_mid = x_in + o_proj(attn(rope(qk_norm(q)), rope(qk_norm(k)), v)) (sandwich: post_attn_norm(o_proj))
         const float *dao = dx;   // d loss / d o_proj(attn)
         if (d.sandwich) {
-            zero_par(a->dS, T * H);
-            rmsnorm_backward_off(a->dS, gw.post_norm, dx, la->attn_o, lw.post_norm, d.w_off, la->rstd_ao, T, H);
+            rmsnorm_backward_off_set(a->dS, gw.post_norm, dx, la->attn_o, lw.post_norm, d.w_off, la->rstd_ao, T, H);
             dao = a->dS;
         }
         float *dattn = a->dA;
@@ -961,9 +956,8 @@ static void backward_from_hidden(decoder_model *m, decoder_acts *a, const decode
         if (d.qk_norm) {
             dqp = a->dU;
             dkp = a->dU + T * QD;
-            zero_par(a->dU, T * (QD + KD));
-            rmsnorm_backward_off(dqp, gw.q_norm, dq, la->q_pre, lw.q_norm, d.w_off, la->rstd_q, T * nh, D);
-            rmsnorm_backward_off(dkp, gw.k_norm, dk, la->k_pre, lw.k_norm, d.w_off, la->rstd_k, T * nkv, D);
+            rmsnorm_backward_off_set(dqp, gw.q_norm, dq, la->q_pre, lw.q_norm, d.w_off, la->rstd_q, T * nh, D);
+            rmsnorm_backward_off_set(dkp, gw.k_norm, dk, la->k_pre, lw.k_norm, d.w_off, la->rstd_k, T * nkv, D);
         }
         if (gw.bq) {
             bias_backward(gw.bq, dqp, T, QD);

@@ -70,9 +70,16 @@ static void ensure_bufs(engine *e, int64_t T, int n_seqs) {
     }
 }
 
+// Saved activations for T tokens. Outgrowing them reallocates every buffer (hundreds of MB at a GRPO micro-batch,
+// all first-touched again), and RL micro-batches grow by a few tokens on most steps as responses lengthen, so a
+// reallocation takes at least a quarter more: a few per run instead of one on most steps. Pages never written
+// stay untouched, so the headroom costs address space, not memory.
 static void ensure_acts(engine *e, int64_t T) {
     if (e->acts && T <= e->acts_T) return;
-    if (e->acts) decoder_acts_free(e->acts);
+    if (e->acts) {
+        decoder_acts_free(e->acts);
+        if (T < e->acts_T + e->acts_T / 4) T = e->acts_T + e->acts_T / 4;
+    }
     e->acts = decoder_acts_new(e->model->cfg, T, e->cfg.ckpt);
     e->acts_T = T;
 }
