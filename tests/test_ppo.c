@@ -26,25 +26,13 @@
 #include "rl/value_loss.h"
 #include "io/safetensors.h"
 #include "testlib.h"
+#include "rl_testutil.h"
 
 #include <cjson/cJSON.h>
 
 static const char *g_dir;
 
-// DIR/name.f64 as floats; *n = element count.
-static float *load_in(const char *dir, const char *name, int64_t *n) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s.f64", dir, name);
-    size_t len;
-    char *buf = rlc_read_file(path, &len);
-    int64_t k = (int64_t)(len / 8);
-    float *f = rlc_malloc((size_t)(k ? k : 1) * sizeof(float));
-    for (int64_t i = 0; i < k; i++) { double d; memcpy(&d, buf + 8 * i, 8); f[i] = (float)d; }
-    free(buf);
-    if (n) *n = k;
-    return f;
-}
-static float *load(const char *name, int64_t *n) { return load_in(g_dir, name, n); }
+static float *load(const char *name, int64_t *n) { return tu_load_f32(g_dir, name, n); }
 
 static void save_f64(const char *dir, const char *name, const float *x, int64_t n) {
     char path[4096];
@@ -202,7 +190,7 @@ static void test_critic_decoder(const char *tag, const char *config_json) {
     TL_CHECK(rc == 0, "%s: ppo_ref.py critic exit %d", tag, rc);
     if (rc == 0) {
         char msg[160];
-        float *wv = load_in(mdir, "values", NULL), *wwb = load_in(mdir, "wb_grad", NULL);
+        float *wv = tu_load_f32(mdir, "values", NULL), *wwb = tu_load_f32(mdir, "wb_grad", NULL);
         snprintf(msg, sizeof msg, "%s: values vs torch float64 (fp32 forward)", tag);
         tl_check_close(msg, values, wv, T, 1e-5);
         snprintf(msg, sizeof msg, "%s: d/d score.weight, score.bias vs torch", tag);
@@ -216,7 +204,7 @@ static void test_critic_decoder(const char *tag, const char *config_json) {
             snprintf(name, sizeof name, "grad.%s", pt->name);
             snprintf(path, sizeof path, "%s/%s.f64", mdir, name);
             if (!rlc_file_exists(path)) continue;   // (an untied lm_head gets no gradient from the value head)
-            float *wg = load_in(mdir, name, NULL);
+            float *wg = tu_load_f32(mdir, name, NULL);
             double e = tl_rel_err(grads.data + pt->offset, wg, pt->numel, NULL);
             if (e > worst) { worst = e; worst_name = pt->name; }
             n_cmp++;

@@ -15,20 +15,8 @@
 #include "core/common.h"
 #include "rl/rollout_corr.h"
 #include "testlib.h"
+#include "rl_testutil.h"
 #include "trainer/metrics.h"
-
-static float *load_f64(const char *dir, const char *name, int64_t *n) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s.f64", dir, name);
-    size_t len;
-    char *buf = rlc_read_file(path, &len);
-    int64_t k = (int64_t)(len / 8);
-    float *f = rlc_malloc((size_t)(k ? k : 1) * sizeof(float));
-    for (int64_t i = 0; i < k; i++) { double d; memcpy(&d, buf + 8 * i, 8); f[i] = (float)d; }
-    free(buf);
-    *n = k;
-    return f;
-}
 
 static const char *sget(const cJSON *o, const char *k) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
@@ -159,7 +147,7 @@ int main(void) {
         TL_CHECK(rc == 0, "rollout_corr_ref.py exit %d", rc);
         if (rc != 0) break;
         int64_t n1, n2, n3;
-        float *train = load_f64(dir, "train", &n1), *rollout = load_f64(dir, "rollout", &n2), *mask = load_f64(dir, "mask", &n3);
+        float *train = tu_load_f32(dir, "train", &n1), *rollout = tu_load_f32(dir, "rollout", &n2), *mask = tu_load_f32(dir, "mask", &n3);
         char path[4200];
         snprintf(path, sizeof path, "%s/cases.json", dir);
         size_t len;
