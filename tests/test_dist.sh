@@ -11,18 +11,9 @@ set -u
 cd "$(dirname "$0")/.."
 B=${RLC_BUILD:-build}
 RLC=$B/rlc
-pass=0; fail=0
-ok() { echo "ok    $1"; pass=$((pass+1)); }
-bad() { echo "FAIL  $1"; fail=$((fail+1)); }
-if ! command -v mpirun >/dev/null; then echo "skip: mpirun not found"; echo "0 passed, 0 failed, 1 skipped"; exit 0; fi
-if ! grep -q RLC_WITH_MPI <(strings "$RLC" 2>/dev/null) && ! nm "$RLC" 2>/dev/null | grep -q MPI_Init_thread; then
-  echo "skip: $RLC built without MPI"; echo "0 passed, 0 failed, 1 skipped"; exit 0; fi
+. tests/dist_lib.sh
+dl_need_mpi
 MPIRUN="mpirun --allow-run-as-root --oversubscribe -np 2 --mca btl self,vader"
-if [ "${RLC_SAN:-0}" = 1 ]; then
-  # OpenMPI's own allocations are reported as leaks at exit; everything else of ASan/UBSan stays on.
-  export ASAN_OPTIONS=detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}
-fi
-export OMP_NUM_THREADS=1
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/rlc-dist-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
@@ -110,20 +101,8 @@ if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "did not complete within 3 s" "$t
 else bad "watchdog: rc $rc after ${el}s"; tail -20 "$tmp/hang.log"; fi
 # 6. GRPO (`rlc train`): 1 process vs 2 ranks, and cross-N resume (fixture as tests/test_grpo.c: gen-task +
 #    train-tokenizer + a tiny random Qwen3; 8 prompts, 4 per step, n = 4)
-G="$tmp/grpo"; mkdir -p "$G"
-"$RLC" gen-task --out "$G/sft.jsonl" --n 200 --seed 1 --format sft >/dev/null &&
-"$RLC" gen-task --out "$G/train.jsonl" --n 8 --seed 2 >/dev/null &&
-"$RLC" gen-task --out "$G/val.jsonl" --n 2 --seed 3 >/dev/null &&
-"$RLC" train-tokenizer --data "$G/sft.jsonl" --fields prompt,response --out "$G/tok" --vocab-size 300 >/dev/null || bad "grpo fixture data"
-cat >"$G/config.json" <<'JSON'
-{"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "vocab_size": 320, "hidden_size": 32,
- "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
- "head_dim": 8, "max_position_embeddings": 512, "rms_norm_eps": 1e-06, "rope_theta": 10000,
- "tie_word_embeddings": true, "bos_token_id": null, "eos_token_id": 302, "hidden_act": "silu",
- "attention_bias": false, "attention_dropout": 0.0, "use_sliding_window": false, "sliding_window": null,
- "max_window_layers": 2, "initializer_range": 0.5, "torch_dtype": "float32"}
-JSON
-"$RLC" init --config "$G/config.json" --out "$G/m" --seed 3 --dtype f32 --tokenizer "$G/tok" >/dev/null || bad "grpo fixture model"
+G="$tmp/grpo"
+dl_fixture "$G"
 cat >"$G/base.yaml" <<Y
 data:
   train_files: $G/train.jsonl
@@ -164,58 +143,8 @@ trainer:
   val_before_train: false
   n_threads: 1
 Y
-# weights of global_step_STEP (max abs diff / max abs, as the SFT check) and every metrics.jsonl value of the
-# steps >= FIRST, at 1e-4 relative (+1e-9 absolute). Skipped: wall clock and memory (timing_s/,
-# timing_per_token_ms/, perf/), rank 0's communication (dist/), global_seqlen/ (verl's per-rank partition
-# sums: W-dependent by definition), actor/pg_clipfrac*, actor/ppo_kl (verl's mean over micro-batches, whose
-# composition depends on W), training/rollout_probs_diff_* and rollout_corr/* (rollout vs actor kernel rounding,
-# ~1e-6 noise).
-grpo_cmp='
-import json, struct, sys, math, re
-def load(p):
-    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8+n]); out = {}
-    for k, v in h.items():
-        if k == "__metadata__": continue
-        s, e = v["data_offsets"]; out[k] = struct.unpack("<%df" % ((e - s) // 4), b[8+n+s:8+n+e])
-    return out
-a_dir, b_dir, step, first = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-wa = load("%s/global_step_%d/actor/model.safetensors" % (a_dir, step))
-wb = load("%s/global_step_%d/actor/model.safetensors" % (b_dir, step))
-wi = load(sys.argv[5])
-assert wa.keys() == wb.keys()
-den = max(max(abs(y) for y in wb[k]) for k in wb)
-werr = max(max(abs(x - y) for x, y in zip(wa[k], wb[k])) for k in wa) / den
-moved = max(max(abs(x - y) for x, y in zip(wi[k], wb[k])) for k in wb) / den
-skip = re.compile(r"^(timing_s/|timing_per_token_ms/|perf/|actor/perf/|dist/|global_seqlen/|actor/pg_clipfrac|actor/ppo_kl|training/rollout_probs_diff_|rollout_corr/)")
-def rows(d):
-    return {int(o["training/global_step"]): o for o in map(json.loads, open(d + "/metrics.jsonl")) if o["training/global_step"] >= first}
-ma, mb = rows(a_dir), rows(b_dir)
-bad = [] if sorted(ma) == sorted(mb) else ["steps %s vs %s" % (sorted(ma), sorted(mb))]
-worst = 0.0; n = 0
-for s in ma:
-    x, y = ma[s], mb.get(s, {})
-    ka = {k for k in x if not skip.match(k)}; kb = {k for k in y if not skip.match(k)}
-    if ka != kb: bad.append("step %d keys differ: %s" % (s, sorted(ka ^ kb)))
-    for k in ka & kb:
-        u, v = x[k], y[k]; n += 1
-        if not isinstance(u, (int, float)) or not isinstance(v, (int, float)) or math.isnan(u) or math.isnan(v):
-            if repr(u) != repr(v): bad.append("step %d %s: %r vs %r" % (s, k, u, v))
-            continue
-        if abs(u - v) > 1e-4 * abs(v) + 1e-9: bad.append("step %d %s: %.9g vs %.9g" % (s, k, u, v))
-        if abs(v) > 1e-6: worst = max(worst, abs(u - v) / abs(v))
-print("weights rel err %.3g (moved %.3g); %d metric values of steps %s, worst rel diff %.3g%s" % (werr, moved, n,
-      sorted(ma), worst, "; " + "; ".join(bad[:6]) if bad else ""))
-sys.exit(0 if werr <= 1e-5 and moved > 1e-4 and not bad and n > 0 else 1)'
-gtrain() {   # gtrain NP RUN [overrides]: rlc train on NP ranks (1: no mpirun), log in $G/RUN.log
-  local np=$1 run=$2; shift 2
-  if [ "$np" = 1 ]; then timeout 300 "$RLC" train "$G/base.yaml" trainer.default_local_dir="$G/$run" "$@" >"$G/$run.log" 2>&1
-  else timeout 300 mpirun --allow-run-as-root --oversubscribe -np "$np" --mca btl self,vader "$RLC" train "$G/base.yaml" \
-         trainer.default_local_dir="$G/$run" "$@" >"$G/$run.log" 2>&1; fi
-}
-gcheck() {   # gcheck NAME RUN_A RUN_B STEP FIRST_METRICS_STEP
-  if r=$(/usr/bin/python3 -c "$grpo_cmp" "$G/$2" "$G/$3" "$4" "$5" "$G/m/model.safetensors" 2>&1); then ok "$1 ($r)"
-  else bad "$1: $r"; tail -5 "$G/$2.log"; fi
-}
+# the actor's weights (and that they moved from the initial ones) and the metrics, as tests/dist_lib.sh describes
+DL_INIT="$G/m/model.safetensors"
 two="trainer.total_training_steps=2"
 gtrain 1 one $two || { bad "rlc train (1 process)"; tail "$G/one.log"; }
 gtrain 2 two $two || { bad "mpirun -np 2 rlc train"; tail "$G/two.log"; }

@@ -11,18 +11,12 @@
 #include "core/common.h"
 #include "rl/policy_loss.h"
 #include "testlib.h"
+#include "rl_testutil.h"
 
 enum { B = 6, T = 20, N = B * T };
 static const char *g_dir;
 
-static double *load64(const char *name, int64_t *n) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s.f64", g_dir, name);
-    size_t len;
-    double *d = (double *)rlc_read_file(path, &len);
-    if (n) *n = (int64_t)(len / 8);
-    return d;
-}
+static double *load64(const char *name, int64_t *n) { return tu_load_f64(g_dir, name, n); }
 static void loadf(const char *name, float *out, int64_t want) {
     int64_t n;
     double *d = load64(name, &n);

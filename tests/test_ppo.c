@@ -26,25 +26,13 @@
 #include "rl/value_loss.h"
 #include "io/safetensors.h"
 #include "testlib.h"
+#include "rl_testutil.h"
 
 #include <cjson/cJSON.h>
 
 static const char *g_dir;
 
-// DIR/name.f64 as floats; *n = element count.
-static float *load_in(const char *dir, const char *name, int64_t *n) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s.f64", dir, name);
-    size_t len;
-    char *buf = rlc_read_file(path, &len);
-    int64_t k = (int64_t)(len / 8);
-    float *f = rlc_malloc((size_t)(k ? k : 1) * sizeof(float));
-    for (int64_t i = 0; i < k; i++) { double d; memcpy(&d, buf + 8 * i, 8); f[i] = (float)d; }
-    free(buf);
-    if (n) *n = k;
-    return f;
-}
-static float *load(const char *name, int64_t *n) { return load_in(g_dir, name, n); }
+static float *load(const char *name, int64_t *n) { return tu_load_f32(g_dir, name, n); }
 
 static void save_f64(const char *dir, const char *name, const float *x, int64_t n) {
     char path[4096];
@@ -202,7 +190,7 @@ static void test_critic_decoder(const char *tag, const char *config_json) {
     TL_CHECK(rc == 0, "%s: ppo_ref.py critic exit %d", tag, rc);
     if (rc == 0) {
         char msg[160];
-        float *wv = load_in(mdir, "values", NULL), *wwb = load_in(mdir, "wb_grad", NULL);
+        float *wv = tu_load_f32(mdir, "values", NULL), *wwb = tu_load_f32(mdir, "wb_grad", NULL);
         snprintf(msg, sizeof msg, "%s: values vs torch float64 (fp32 forward)", tag);
         tl_check_close(msg, values, wv, T, 1e-5);
         snprintf(msg, sizeof msg, "%s: d/d score.weight, score.bias vs torch", tag);
@@ -216,7 +204,7 @@ static void test_critic_decoder(const char *tag, const char *config_json) {
             snprintf(name, sizeof name, "grad.%s", pt->name);
             snprintf(path, sizeof path, "%s/%s.f64", mdir, name);
             if (!rlc_file_exists(path)) continue;   // (an untied lm_head gets no gradient from the value head)
-            float *wg = load_in(mdir, name, NULL);
+            float *wg = tu_load_f32(mdir, name, NULL);
             double e = tl_rel_err(grads.data + pt->offset, wg, pt->numel, NULL);
             if (e > worst) { worst = e; worst_name = pt->name; }
             n_cmp++;
@@ -569,7 +557,37 @@ static void test_rollout_correction(void) {
     TL_CHECK(rc == 0, "PPO with bypass_mode (rc %d)", rc);
     a = metrics("bypass");
     TL_CHECK(a && isnan(mval(a, 0, "timing_s/old_log_prob")) && isfinite(mval(a, 0, "actor/pg_loss")) &&
-             mval(a, 0, "rollout_corr/kl") == 0.0, "bypass_mode: no old_log_prob pass, a finite actor loss, old == rollout");
+             isfinite(mval(a, 0, "actor/entropy")) && isfinite(mval(a, 0, "rollout_corr/rollout_is_seq_mean")) &&
+             isfinite(mval(a, 0, "rollout_corr/chi2_seq")),
+             "bypass_mode: no old_log_prob pass, a finite actor loss; actor/entropy and rollout_corr/* from the update");
+    cJSON_Delete(a);
+    // One mini-batch of one micro-batch: the update's forward runs on the rollout's weights, so bypass_mode's
+    // actor/entropy and rollout_corr/* equal what the decoupled step measures in its old_log_prob pass (token-mean
+    // over the same tokens; 1e-5: the training and inference forwards round differently).
+    const char *one = "trainer.total_training_steps=1 trainer.save_freq=-1 actor_rollout_ref.actor.ppo_mini_batch_size=2 "
+                      "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8";
+    char ov[512];
+    snprintf(ov, sizeof ov, "%s algorithm.rollout_correction.bypass_mode=true", one);
+    rc = train(NULL, "bypass1", ov) | train(NULL, "decoupled1", one);
+    TL_CHECK(rc == 0, "bypass_mode and decoupled with one micro-batch (rc %d)", rc);
+    a = metrics("bypass1");
+    cJSON *b = metrics("decoupled1");
+    static const char *same[] = {"actor/entropy", "rollout_corr/training_ppl", "rollout_corr/rollout_ppl",
+                                 "rollout_corr/training_log_ppl", "rollout_corr/ppl_ratio"};
+    for (size_t k = 0; k < sizeof same / sizeof same[0]; k++) {
+        double x = a ? mval(a, 0, same[k]) : NAN, y = b ? mval(b, 0, same[k]) : NAN;
+        TL_CHECK(fabs(x - y) <= 1e-5 * fabs(y), "bypass_mode %s %.9g == decoupled %.9g", same[k], x, y);
+    }
+    double kb = a ? mval(a, 0, "rollout_corr/kl") : NAN;
+    TL_CHECK(fabs(kb) < 1e-5, "bypass_mode rollout_corr/kl %.3g ~ 0 on the rollout's weights", kb);
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+    // without an entropy term (entropy_coeff 0, calculate_entropy false) bypass_mode reports no actor/entropy
+    snprintf(ov, sizeof ov, "%s algorithm.rollout_correction.bypass_mode=true actor_rollout_ref.actor.entropy_coeff=0", one);
+    rc = train(NULL, "bypass0", ov);
+    a = metrics("bypass0");
+    TL_CHECK(rc == 0 && a && isnan(mval(a, 0, "actor/entropy")) && isnan(mval(a, 0, "actor/entropy_loss")) &&
+             isfinite(mval(a, 0, "rollout_corr/kl")), "bypass_mode without entropy: no actor/entropy (rc %d)", rc);
     cJSON_Delete(a);
     static const char *bad[][2] = {
         {"algorithm.rollout_correction.rollout_rs=token_k4 algorithm.rollout_correction.rollout_rs_threshold=2", "unknown option 'token_k4'"},

@@ -4,34 +4,19 @@
 #    critic's backbone sharded as the actor's, its value head replicated with an all-reduced gradient);
 #  - a 2-rank checkpoint with a critic resumed by 1 process, and a 1-process one by 2 ranks, == the uninterrupted run
 #    it came from;
-#  - the per-rank critic state is ~1/2 of one process's.
+#  - the per-rank critic state is ~1/2 of one process's;
+#  - an untied model (actor with its lm_head, critic without): 2 ranks == 1 process, a 2-rank resume is bit-identical,
+#    a 2-rank checkpoint resumed by 1 process == the uninterrupted run;
+#  - bypass_mode's per-micro-batch actor metrics reduced over 2 ranks.
 set -u
 cd "$(dirname "$0")/.."
 B=${RLC_BUILD:-build}
 RLC=$B/rlc
-pass=0; fail=0
-ok() { echo "ok    $1"; pass=$((pass+1)); }
-bad() { echo "FAIL  $1"; fail=$((fail+1)); }
-if ! command -v mpirun >/dev/null; then echo "skip: mpirun not found"; echo "0 passed, 0 failed, 1 skipped"; exit 0; fi
-if ! nm "$RLC" 2>/dev/null | grep -q MPI_Init_thread; then
-  echo "skip: $RLC built without MPI"; echo "0 passed, 0 failed, 1 skipped"; exit 0; fi
-if [ "${RLC_SAN:-0}" = 1 ]; then export ASAN_OPTIONS=detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}; fi
-export OMP_NUM_THREADS=1
+. tests/dist_lib.sh
+dl_need_mpi
 G=$(mktemp -d "${TMPDIR:-/tmp}/rlc-ppo-dist-XXXXXX")
 trap 'rm -rf "$G"' EXIT
-"$RLC" gen-task --out "$G/sft.jsonl" --n 200 --seed 1 --format sft >/dev/null &&
-"$RLC" gen-task --out "$G/train.jsonl" --n 8 --seed 2 >/dev/null &&
-"$RLC" gen-task --out "$G/val.jsonl" --n 2 --seed 3 >/dev/null &&
-"$RLC" train-tokenizer --data "$G/sft.jsonl" --fields prompt,response --out "$G/tok" --vocab-size 300 >/dev/null || bad "fixture data"
-cat >"$G/config.json" <<'JSON'
-{"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "vocab_size": 320, "hidden_size": 32,
- "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
- "head_dim": 8, "max_position_embeddings": 512, "rms_norm_eps": 1e-06, "rope_theta": 10000,
- "tie_word_embeddings": true, "bos_token_id": null, "eos_token_id": 302, "hidden_act": "silu",
- "attention_bias": false, "attention_dropout": 0.0, "use_sliding_window": false, "sliding_window": null,
- "max_window_layers": 2, "initializer_range": 0.5, "torch_dtype": "float32"}
-JSON
-"$RLC" init --config "$G/config.json" --out "$G/m" --seed 3 --dtype f32 --tokenizer "$G/tok" >/dev/null || bad "fixture model"
+dl_fixture "$G"
 # lr 1e-3 for both models and responses of varied length (max 48): as tests/test_dist.sh explains, at larger lr AdamW
 # turns fp32 summation-order noise on near-zero gradients into weight differences above 1e-5.
 cat >"$G/base.yaml" <<Y
@@ -66,61 +51,11 @@ trainer:
   val_before_train: false
   n_threads: 1
 Y
-# weights of global_step_STEP/{actor,critic} (max abs diff / max abs) and the metrics of steps >= FIRST at 1e-4
-# relative (+1e-9). Skipped as in tests/test_dist.sh: timings, memory, communication, per-rank partition sums, and
-# the micro-batch means whose composition depends on W (clip fractions, ppo_kl, vf_clipfrac, vpred_mean), and the
-# rollout vs actor rounding noise (training/rollout_probs_diff_*, rollout_corr/*).
-cmp_py='
-import json, struct, sys, math, re
-def load(p):
-    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8+n]); out = {}
-    for k, v in h.items():
-        if k == "__metadata__": continue
-        s, e = v["data_offsets"]; out[k] = struct.unpack("<%df" % ((e - s) // 4), b[8+n+s:8+n+e])
-    return out
-a_dir, b_dir, step, first = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-errs = []
-for role in ("actor", "critic"):
-    wa = load("%s/global_step_%d/%s/model.safetensors" % (a_dir, step, role))
-    wb = load("%s/global_step_%d/%s/model.safetensors" % (b_dir, step, role))
-    assert wa.keys() == wb.keys(), role
-    den = max(max(abs(y) for y in wb[k]) for k in wb)
-    errs.append(max(max(abs(x - y) for x, y in zip(wa[k], wb[k])) for k in wa) / den)
-skip = re.compile(r"^(timing_s/|timing_per_token_ms/|perf/|actor/perf/|dist/|global_seqlen/|actor/pg_clipfrac|actor/ppo_kl|critic/vf_clipfrac|critic/vpred_mean|training/rollout_probs_diff_|rollout_corr/)")
-def rows(d):
-    return {int(o["training/global_step"]): o for o in map(json.loads, open(d + "/metrics.jsonl"))
-            if first <= o["training/global_step"] <= step}
-ma, mb = rows(a_dir), rows(b_dir)
-bad = [] if sorted(ma) == sorted(mb) else ["steps %s vs %s" % (sorted(ma), sorted(mb))]
-worst = 0.0; n = 0
-for s in ma:
-    x, y = ma[s], mb.get(s, {})
-    ka = {k for k in x if not skip.match(k)}; kb = {k for k in y if not skip.match(k)}
-    if ka != kb: bad.append("step %d keys differ: %s" % (s, sorted(ka ^ kb)))
-    for k in ka & kb:
-        u, v = x[k], y[k]; n += 1
-        if not isinstance(u, (int, float)) or not isinstance(v, (int, float)) or math.isnan(u) or math.isnan(v):
-            if repr(u) != repr(v): bad.append("step %d %s: %r vs %r" % (s, k, u, v))
-            continue
-        # whitened GAE advantages have unit scale: their mean, and pg_loss at ratio 1 (= -mean; actor/loss too while the
-        # KL is ~0), are cancellations to ~1e-8, compared at 1e-6 absolute (fp32 rounding of unit-scale values summed
-        # in another order)
-        atol = 1e-6 if k in ("critic/advantages/mean", "actor/pg_loss", "actor/loss") else 1e-9
-        if abs(u - v) > 1e-4 * abs(v) + atol: bad.append("step %d %s: %.9g vs %.9g" % (s, k, u, v))
-        if abs(v) > 1e-6: worst = max(worst, abs(u - v) / abs(v))
-print("weights rel err actor %.3g, critic %.3g; %d metric values of steps %s, worst rel diff %.3g%s" % (errs[0], errs[1], n,
-      sorted(ma), worst, "; " + "; ".join(bad[:6]) if bad else ""))
-sys.exit(0 if max(errs) <= 1e-5 and not bad and n > 0 else 1)'
-gtrain() {   # gtrain NP RUN [overrides]
-  local np=$1 run=$2; shift 2
-  if [ "$np" = 1 ]; then timeout 300 "$RLC" train "$G/base.yaml" trainer.default_local_dir="$G/$run" "$@" >"$G/$run.log" 2>&1
-  else timeout 300 mpirun --allow-run-as-root --oversubscribe -np "$np" --mca btl self,vader "$RLC" train "$G/base.yaml" \
-         trainer.default_local_dir="$G/$run" "$@" >"$G/$run.log" 2>&1; fi
-}
-gcheck() {   # gcheck NAME RUN_A RUN_B STEP FIRST_METRICS_STEP
-  if r=$(/usr/bin/python3 -c "$cmp_py" "$G/$2" "$G/$3" "$4" "$5" 2>&1); then ok "$1 ($r)"
-  else bad "$1: $r"; tail -5 "$G/$2.log"; fi
-}
+# both models' weights; whitened GAE advantages have unit scale: their mean, and pg_loss at ratio 1 (= -mean;
+# actor/loss too while the KL is ~0), are cancellations to ~1e-8, compared at 1e-6 absolute (fp32 rounding of
+# unit-scale values summed in another order)
+DL_ROLES=actor,critic
+DL_LOOSE=critic/advantages/mean,actor/pg_loss,actor/loss
 gtrain 1 one trainer.total_training_steps=2 || { bad "rlc train with a critic (1 process)"; tail "$G/one.log"; }
 gtrain 2 two trainer.total_training_steps=2 || { bad "mpirun -np 2 rlc train with a critic"; tail "$G/two.log"; }
 gcheck "2-rank PPO with a critic == 1 process after 2 steps: weights to 1e-5, metrics to 1e-4" two one 2 1
@@ -148,5 +83,45 @@ gtrain 1 r21 trainer.total_training_steps=4 trainer.save_freq=1 && grep -q "resu
 gtrain 2 r12 trainer.total_training_steps=4 trainer.save_freq=1 && grep -q "resumed from global_step_2" "$G/r12.log" || { bad "2 ranks resuming the 1-process checkpoint with a critic"; tail "$G/r12.log"; }
 gcheck "2-rank checkpoint with a critic resumed by 1 process == uninterrupted (step 3)" r21 c4two 3 3
 gcheck "1-process checkpoint with a critic resumed by 2 ranks == uninterrupted (step 3)" r12 c4 3 3
+# An untied model (its own lm_head): the actor's lm_head block is sharded with the rest, the critic from the same
+# checkpoint is built without it. 2 ranks == 1 process; a 2-rank run resumed on 2 ranks == the uninterrupted one, bit
+# for bit (both models' weights and optimizer states).
+sed 's/"tie_word_embeddings": true/"tie_word_embeddings": false/' "$G/config.json" > "$G/config_untied.json"
+"$RLC" init --config "$G/config_untied.json" --out "$G/mu" --seed 4 --dtype f32 --tokenizer "$G/tok" >/dev/null || bad "fixture untied model"
+if grep -q '"lm_head.weight"' <(head -c 65536 "$G/mu/model.safetensors"); then ok "the untied fixture has lm_head.weight"
+else bad "the untied fixture has no lm_head.weight"; fi
+u="actor_rollout_ref.model.path=$G/mu"
+gtrain 1 u1 $u trainer.total_training_steps=2 && gtrain 2 u2 $u trainer.total_training_steps=2 || {
+  bad "PPO with an untied actor and critic (1 process / 2 ranks)"; tail "$G/u2.log"; }
+gcheck "untied: 2-rank PPO with a critic == 1 process after 2 steps" u2 u1 2 1
+gtrain 2 ur $u trainer.total_training_steps=1 trainer.save_freq=1 &&
+gtrain 2 ur $u trainer.total_training_steps=2 trainer.save_freq=1 && grep -q "resumed from global_step_1" "$G/ur.log" || {
+  bad "untied: 2 ranks, 1 step, then resumed to 2"; tail "$G/ur.log"; }
+same=1
+for f in actor/model.safetensors actor/optimizer.bin critic/model.safetensors critic/optimizer.bin critic/value_head_optimizer.bin; do
+  cmp -s "$G/u2/global_step_2/$f" "$G/ur/global_step_2/$f" || { same=0; echo "  differs: $f"; }
+done
+[ $same = 1 ] && ok "untied: a 2-rank resume is bit-identical to the uninterrupted 2-rank run" || bad "untied: 2-rank resume differs"
+# and across rank counts: the 2-rank checkpoint resumed by 1 process == the uninterrupted 2-rank run at step 3
+gtrain 2 u3two $u trainer.total_training_steps=3 || bad "untied: 3 steps on 2 ranks"
+cp -r "$G/u2" "$G/ur21"
+gtrain 1 ur21 $u trainer.total_training_steps=3 && grep -q "resumed from global_step_2" "$G/ur21.log" || {
+  bad "untied: 1 process resuming the 2-rank checkpoint"; tail "$G/ur21.log"; }
+gcheck "untied: 2-rank checkpoint resumed by 1 process == uninterrupted (step 3)" ur21 u3two 3 3
+if grep -q '"lm_head.weight"' <(head -c 65536 "$G/u2/global_step_2/actor/model.safetensors") &&
+   ! grep -q '"lm_head.weight"' <(head -c 65536 "$G/u2/global_step_2/critic/model.safetensors"); then
+  ok "untied: the saved actor has its lm_head, the critic none"
+else bad "untied: lm_head in the saved actor / critic"; fi
+# bypass_mode on 2 ranks: the actor's micro-batch metrics (actor/entropy, rollout_corr/*) are reduced over both ranks
+gtrain 2 byp trainer.total_training_steps=1 trainer.save_freq=-1 algorithm.rollout_correction.bypass_mode=true \
+  algorithm.rollout_correction.rollout_is=token actor_rollout_ref.actor.calculate_entropy=true || { bad "bypass_mode on 2 ranks"; tail "$G/byp.log"; }
+if r=$(/usr/bin/python3 -c '
+import json, math, sys
+o = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+ks = ["actor/entropy", "rollout_corr/kl", "rollout_corr/rollout_is_mean", "rollout_corr/training_ppl"]
+v = [o.get(k, float("nan")) for k in ks]
+print(", ".join("%s %.6g" % kv for kv in zip(ks, v)))
+sys.exit(0 if all(isinstance(x, float) and math.isfinite(x) for x in v) and abs(v[2] - 1) < 0.1 and v[0] > 0 else 1)' "$G/byp/metrics.jsonl" 2>&1)
+then ok "bypass_mode on 2 ranks reports the actor's micro-batch metrics ($r)"; else bad "bypass_mode on 2 ranks: $r"; fi
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -11,27 +11,12 @@
 #include "rl/policy_loss.h"
 #include "rl/rl_step.h"
 #include "testlib.h"
+#include "rl_testutil.h"
 
 static const char *g_dir;
 
-// Load DIR/name.f64 as floats; *n = element count.
-static float *load(const char *name, int64_t *n) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s.f64", g_dir, name);
-    size_t len;
-    char *buf = rlc_read_file(path, &len);
-    int64_t k = (int64_t)(len / 8);
-    float *f = rlc_malloc((size_t)(k ? k : 1) * sizeof(float));
-    for (int64_t i = 0; i < k; i++) { double d; memcpy(&d, buf + 8 * i, 8); f[i] = (float)d; }
-    free(buf);
-    if (n) *n = k;
-    return f;
-}
-static double *load64(const char *name) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s.f64", g_dir, name);
-    return (double *)rlc_read_file(path, NULL);
-}
+static float *load(const char *name, int64_t *n) { return tu_load_f32(g_dir, name, n); }
+static double *load64(const char *name) { return tu_load_f64(g_dir, name, NULL); }
 
 static void test_advantages(void) {
     const int64_t B = 24, T = 16;

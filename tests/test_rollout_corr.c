@@ -2,8 +2,9 @@
 // (tests/py/rollout_corr_ref.py, float32 as verl) on fresh random log-probs with outliers, ragged masks and an
 // empty row: IS weights per token and per sequence (TIS cap, IcePop band, batch normalisation), the rejection mask of
 // every rollout_rs option (alone, combined, with shared and per-option thresholds), and every rollout_is_* /
-// rollout_rs_* metric; plus the config parser's accepted forms. Bad values are one-line errors (tests/test_ppo.c
-// runs them through the binary).
+// rollout_rs_* metric; what bypass_mode's actor reports per micro-batch (those plus the off-policy metrics between the
+// current and the rollout log-probs), averaged over micro- and mini-batches as verl's actor averages them; plus the
+// config parser's accepted forms. Bad values are one-line errors (tests/test_ppo.c runs them through the binary).
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,19 +15,8 @@
 #include "core/common.h"
 #include "rl/rollout_corr.h"
 #include "testlib.h"
-
-static float *load_f64(const char *dir, const char *name, int64_t *n) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s.f64", dir, name);
-    size_t len;
-    char *buf = rlc_read_file(path, &len);
-    int64_t k = (int64_t)(len / 8);
-    float *f = rlc_malloc((size_t)(k ? k : 1) * sizeof(float));
-    for (int64_t i = 0; i < k; i++) { double d; memcpy(&d, buf + 8 * i, 8); f[i] = (float)d; }
-    free(buf);
-    *n = k;
-    return f;
-}
+#include "rl_testutil.h"
+#include "trainer/metrics.h"
 
 static const char *sget(const cJSON *o, const char *k) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
@@ -98,6 +88,53 @@ static void run_case(const cJSON *cs, const float *train, const float *rollout, 
     free(m2);
 }
 
+// bypass_mode's actor metrics: rl_rollout_corr_bypass_metrics per micro-batch (row ranges of the inputs as the
+// current and rollout log-probs), reduced by the actor's accumulator (mean over a mini-batch's micro-batches, then
+// over mini-batches), against the reference's. 1e-5 relative (float32 IS / rejection statistics in torch).
+static void run_bypass(const cJSON *cs, const float *train, const float *rollout, const float *mask, int64_t T, int idx) {
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(cs, "cfg");
+    const cJSON *nm = cJSON_GetObjectItemCaseSensitive(c, "norm");
+    rl_rollout_corr_cfg cfg;
+    rl_rollout_corr_parse(&cfg, sget(c, "is"), sget(c, "is_thr"), sget(c, "rs"), sget(c, "rs_thr"), cJSON_IsNumber(nm) && nm->valueint);
+    rlc_actor_metrics *am = rlc_calloc(1, sizeof *am);
+    rlc_actor_metrics_init(am);
+    rl_rc_metrics *met = rlc_calloc(1, sizeof *met);
+    const float z = 0.0f, one = 1.0f;
+    rl_rollout_corr_bypass_metrics(met, &z, &z, &one, 1, 1, &cfg);   // the key list, as the trainer registers it
+    for (int k = 0; k < met->n; k++) rlc_actor_metrics_key(am, met->key[k]);
+    for (const cJSON *mini = cJSON_GetObjectItemCaseSensitive(cs, "mini")->child; mini; mini = mini->next) {
+        for (const cJSON *r = mini->child; r; r = r->next) {
+            const int64_t lo = cJSON_GetArrayItem(r, 0)->valueint, hi = cJSON_GetArrayItem(r, 1)->valueint;
+            met->n = 0;
+            rl_rollout_corr_bypass_metrics(met, train + lo * T, rollout + lo * T, mask + lo * T, hi - lo, T, &cfg);
+            for (int k = 0; k < met->n; k++) rlc_actor_metrics_x(am, met->key[k], met->val[k]);
+            rlc_actor_metrics_x_done(am);
+            rlc_actor_metrics_micro(am, 0, 0, 0, 0, 0, 0, 0);
+        }
+        rlc_actor_metrics_minibatch(am, 0.0);
+    }
+    rlc_metrics m;
+    rlc_metrics_init(&m);
+    rlc_actor_metrics_put(am, &m, 0, 0, 0, 0);
+    int nwant = 0, nbad = 0;
+    for (const cJSON *x = cJSON_GetObjectItemCaseSensitive(cs, "metrics")->child; x; x = x->next) {
+        nwant++;
+        int found = 0;
+        double got = rlc_metrics_get(&m, x->string, &found), want = x->valuedouble;
+        double tol = 1e-5 * fmax(fabs(want), 1e-3);
+        if (!(found && fabs(got - want) <= tol)) {
+            nbad++;
+            TL_CHECK(0, "bypass case %d: %s: rlc %.9g vs torch %.9g", idx, x->string, got, want);
+        }
+    }
+    TL_CHECK(nbad == 0 && nwant == am->n_x, "bypass case %d (%s%s%s): %d micro-batch means equal torch's, rlc reports %d",
+             idx, sget(c, "is") ? sget(c, "is") : "off-policy only", sget(c, "rs") ? " rs " : "", sget(c, "rs") ? sget(c, "rs") : "",
+             nwant, am->n_x);
+    rlc_metrics_free(&m);
+    free(met);
+    free(am);
+}
+
 int main(void) {
     test_parse();
     if (!tl_have_torch()) {
@@ -110,7 +147,7 @@ int main(void) {
         TL_CHECK(rc == 0, "rollout_corr_ref.py exit %d", rc);
         if (rc != 0) break;
         int64_t n1, n2, n3;
-        float *train = load_f64(dir, "train", &n1), *rollout = load_f64(dir, "rollout", &n2), *mask = load_f64(dir, "mask", &n3);
+        float *train = tu_load_f32(dir, "train", &n1), *rollout = tu_load_f32(dir, "rollout", &n2), *mask = tu_load_f32(dir, "mask", &n3);
         char path[4200];
         snprintf(path, sizeof path, "%s/cases.json", dir);
         size_t len;
@@ -120,6 +157,8 @@ int main(void) {
         TL_CHECK(n1 == B * T && n2 == B * T && n3 == B * T, "inputs are (B, T)");
         int idx = 0;
         for (const cJSON *cs = cJSON_GetObjectItemCaseSensitive(j, "cases")->child; cs; cs = cs->next) run_case(cs, train, rollout, mask, B, T, idx++);
+        idx = 0;
+        for (const cJSON *cs = cJSON_GetObjectItemCaseSensitive(j, "bypass")->child; cs; cs = cs->next) run_bypass(cs, train, rollout, mask, T, idx++);
         cJSON_Delete(j);
         free(text);
         free(train); free(rollout); free(mask);

@@ -444,3 +444,75 @@ void rl_rollout_corr(float *is_w, float *mask_out, rl_rc_metrics *met, const flo
     }
     free(lr); free(tmp); free(a); free(keep); free(comb); free(rowv); free(vv); free(valid);
 }
+
+static double clampd(double x, double lo, double hi) { return x < lo ? lo : (x > hi ? hi : x); }
+
+void rl_rollout_corr_offpolicy(rl_rc_metrics *met, const float *train_lp, const float *rollout_lp, const float *mask,
+                               int64_t B, int64_t T) {
+    double any = 0;
+    for (int64_t i = 0; i < B * T; i++) any += mask[i] != 0;
+    CHECK(any > 0, "rollout_corr metrics need at least one valid token");
+    double tppl = 0, tlog = 0, rppl = 0, rlog = 0, d_mean = 0, d_abs = 0, d_max = -INFINITY, d_min = INFINITY;
+    double ratio = 0, chi2s = 0, kl = 0, k3 = 0, chi2t = 0, msum = 0;
+    for (int64_t b = 0; b < B; b++) {
+        double so = 0, sr = 0, c = 0, lr_sum = 0;
+        for (int64_t t = 0; t < T; t++) {
+            int64_t i = b * T + t;
+            if (mask[i] == 0) continue;
+            double w = mask[i];
+            so += (double)train_lp[i] * w;
+            c += w;
+            if (rollout_lp) {
+                sr += (double)rollout_lp[i] * w;
+                double lr = (double)train_lp[i] - (double)rollout_lp[i];
+                kl += -lr * w;
+                k3 += (exp(lr) - lr - 1.0) * w;
+                double rho = exp(clampd(lr, -20, 20));
+                chi2t += rho * rho * w;
+                lr_sum += lr * w;
+            }
+            msum += w;
+        }
+        // per sequence: the masked mean log-prob (a row with no token counts as 0, as verl's masked_mean)
+        double mo = so / (c + 1e-8);
+        tppl += exp(-mo);
+        tlog += -mo;
+        if (rollout_lp) {
+            double mr = sr / (c + 1e-8);
+            rppl += exp(-mr);
+            rlog += -mr;
+            double d = mr - mo;
+            d_mean += d;
+            d_abs += fabs(d);
+            if (d > d_max) d_max = d;
+            if (d < d_min) d_min = d;
+            ratio += exp(d);
+            chi2s += exp(2.0 * clampd(lr_sum, -20, 20));
+        }
+    }
+    double fb = (double)B;
+    put(met, "training_ppl", tppl / fb);
+    put(met, "training_log_ppl", tlog / fb);
+    if (!rollout_lp) return;
+    put(met, "kl", kl / (msum + 1e-8));
+    put(met, "k3_kl", k3 / (msum + 1e-8));
+    put(met, "rollout_ppl", rppl / fb);
+    put(met, "rollout_log_ppl", rlog / fb);
+    put(met, "log_ppl_diff", d_mean / fb);
+    put(met, "log_ppl_abs_diff", d_abs / fb);
+    put(met, "log_ppl_diff_max", d_max);
+    put(met, "log_ppl_diff_min", d_min);
+    put(met, "ppl_ratio", ratio / fb);
+    put(met, "chi2_token", chi2t / (msum + 1e-8) - 1.0);
+    put(met, "chi2_seq", chi2s / fb - 1.0);
+}
+
+void rl_rollout_corr_bypass_metrics(rl_rc_metrics *met, const float *lp, const float *rollout_lp, const float *mask,
+                                    int64_t B, int64_t T, const rl_rollout_corr_cfg *cfg) {
+    if (rl_rollout_corr_active(cfg)) {
+        float *m2 = rlc_malloc(sizeof(float) * (size_t)(B * T > 0 ? B * T : 1));
+        rl_rollout_corr(NULL, m2, met, lp, rollout_lp, mask, B, T, cfg);
+        free(m2);
+    }
+    rl_rollout_corr_offpolicy(met, lp, rollout_lp, mask, B, T);
+}

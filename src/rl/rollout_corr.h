@@ -54,3 +54,15 @@ typedef struct {
 // keep mask (may alias mask). met (or NULL): the rollout_is_* / rollout_rs_* metrics (appended).
 void rl_rollout_corr(float *is_w, float *mask_out, rl_rc_metrics *met, const float *train_lp, const float *rollout_lp,
                      const float *mask, int64_t B, int64_t T, const rl_rollout_corr_cfg *cfg);
+
+// compute_offpolicy_metrics: training_ppl, training_log_ppl and, with rollout_lp (may be NULL), kl, k3_kl, rollout_ppl,
+// rollout_log_ppl, log_ppl_diff, log_ppl_abs_diff, log_ppl_diff_max, log_ppl_diff_min, ppl_ratio, chi2_token,
+// chi2_seq (appended without a prefix). Arrays (B, T); the mask needs a nonzero entry. Reductions in double.
+void rl_rollout_corr_offpolicy(rl_rc_metrics *met, const float *train_lp, const float *rollout_lp, const float *mask,
+                               int64_t B, int64_t T);
+// What verl's bypass_mode policy loss reports for one micro-batch (compute_rollout_correction_and_rejection_mask
+// between the current log-probs lp and the rollout's): the rollout_is_* / rollout_rs_* metrics of cfg (none when it
+// is inactive), then the off-policy metrics (appended without a prefix). Arrays (B, T); the mask needs a nonzero
+// entry.
+void rl_rollout_corr_bypass_metrics(rl_rc_metrics *met, const float *lp, const float *rollout_lp, const float *mask,
+                                    int64_t B, int64_t T, const rl_rollout_corr_cfg *cfg);

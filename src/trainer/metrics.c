@@ -195,65 +195,16 @@ void rlc_rollout_probs_metrics(rlc_metrics *m, const float *actor_lp, const floa
     rlc_metrics_set(m, "training/rollout_actor_probs_pearson_corr", corr);
 }
 
-static double clampd(double x, double lo, double hi) { return x < lo ? lo : (x > hi ? hi : x); }
-
 void rlc_rollout_corr_metrics(rlc_metrics *m, const float *old_lp, const float *rollout_lp, const float *mask,
                               int64_t B, int64_t T) {
-    double any = 0;
-    for (int64_t i = 0; i < B * T; i++) any += mask[i] != 0;
-    CHECK(any > 0, "rollout_corr metrics need at least one valid token");
-    double tppl = 0, tlog = 0, rppl = 0, rlog = 0, d_mean = 0, d_abs = 0, d_max = -INFINITY, d_min = INFINITY;
-    double ratio = 0, chi2s = 0, kl = 0, k3 = 0, chi2t = 0, msum = 0;
-    for (int64_t b = 0; b < B; b++) {
-        double so = 0, sr = 0, c = 0, lr_sum = 0;
-        for (int64_t t = 0; t < T; t++) {
-            int64_t i = b * T + t;
-            if (mask[i] == 0) continue;
-            double w = mask[i];
-            so += (double)old_lp[i] * w;
-            c += w;
-            if (rollout_lp) {
-                sr += (double)rollout_lp[i] * w;
-                double lr = (double)old_lp[i] - (double)rollout_lp[i];
-                kl += -lr * w;
-                k3 += (exp(lr) - lr - 1.0) * w;
-                double rho = exp(clampd(lr, -20, 20));
-                chi2t += rho * rho * w;
-                lr_sum += lr * w;
-            }
-            msum += w;
-        }
-        double mo = so / (c + 1e-8);
-        tppl += exp(-mo);
-        tlog += -mo;
-        if (rollout_lp) {
-            double mr = sr / (c + 1e-8);
-            rppl += exp(-mr);
-            rlog += -mr;
-            double d = mr - mo;
-            d_mean += d;
-            d_abs += fabs(d);
-            if (d > d_max) d_max = d;
-            if (d < d_min) d_min = d;
-            ratio += exp(d);
-            chi2s += exp(2.0 * clampd(lr_sum, -20, 20));
-        }
+    rl_rc_metrics *met = rlc_calloc(1, sizeof *met);
+    rl_rollout_corr_offpolicy(met, old_lp, rollout_lp, mask, B, T);
+    for (int k = 0; k < met->n; k++) {
+        char key[128];
+        snprintf(key, sizeof key, "rollout_corr/%s", met->key[k]);
+        rlc_metrics_set(m, key, met->val[k]);
     }
-    double fb = (double)B;
-    rlc_metrics_set(m, "rollout_corr/training_ppl", tppl / fb);
-    rlc_metrics_set(m, "rollout_corr/training_log_ppl", tlog / fb);
-    if (!rollout_lp) return;
-    rlc_metrics_set(m, "rollout_corr/kl", kl / (msum + 1e-8));
-    rlc_metrics_set(m, "rollout_corr/k3_kl", k3 / (msum + 1e-8));
-    rlc_metrics_set(m, "rollout_corr/rollout_ppl", rppl / fb);
-    rlc_metrics_set(m, "rollout_corr/rollout_log_ppl", rlog / fb);
-    rlc_metrics_set(m, "rollout_corr/log_ppl_diff", d_mean / fb);
-    rlc_metrics_set(m, "rollout_corr/log_ppl_abs_diff", d_abs / fb);
-    rlc_metrics_set(m, "rollout_corr/log_ppl_diff_max", d_max);
-    rlc_metrics_set(m, "rollout_corr/log_ppl_diff_min", d_min);
-    rlc_metrics_set(m, "rollout_corr/ppl_ratio", ratio / fb);
-    rlc_metrics_set(m, "rollout_corr/chi2_token", chi2t / (msum + 1e-8) - 1.0);
-    rlc_metrics_set(m, "rollout_corr/chi2_seq", chi2s / fb - 1.0);
+    free(met);
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -510,8 +461,32 @@ void rlc_actor_metrics_micro(rlc_actor_metrics *a, double pg_loss, double entrop
     a->n_micro++;
 }
 
+void rlc_actor_metrics_key(rlc_actor_metrics *a, const char *key) {
+    for (int k = 0; k < a->n_x; k++)
+        if (!strcmp(a->x_key[k], key)) return;
+    CHECK(a->n_x < RLC_ACTOR_MAX_X && strlen(key) < sizeof a->x_key[0], "actor metric '%s': too many or too long", key);
+    snprintf(a->x_key[a->n_x++], sizeof a->x_key[0], "%s", key);
+}
+
+void rlc_actor_metrics_x(rlc_actor_metrics *a, const char *key, double v) {
+    for (int k = 0; k < a->n_x; k++)
+        if (!strcmp(a->x_key[k], key)) {
+            a->x_mb[k] += v;
+            return;
+        }
+    CHECK(0, "actor metric '%s' was not registered", key);
+}
+
+void rlc_actor_metrics_x_done(rlc_actor_metrics *a) { a->x_n_micro++; }
+
 void rlc_actor_metrics_minibatch(rlc_actor_metrics *a, double grad_norm) {
     CHECK(a->n_micro > 0, "a mini-batch without micro-batches");
+    if (a->x_n_micro > 0) {
+        for (int k = 0; k < a->n_x; k++) a->x_s[k] += a->x_mb[k] / (double)a->x_n_micro;
+        a->x_n_mini++;
+    }
+    for (int k = 0; k < a->n_x; k++) a->x_mb[k] = 0;
+    a->x_n_micro = 0;
     double nm = (double)a->n_micro;
     a->s_pg_loss += a->pg_loss;
     a->s_entropy_loss += a->entropy_loss;
@@ -541,4 +516,6 @@ void rlc_actor_metrics_put(const rlc_actor_metrics *a, rlc_metrics *m, int has_e
     rlc_metrics_set(m, "actor/loss", a->s_loss / k);
     rlc_metrics_set(m, "actor/grad_norm", a->s_grad_norm / k);
     rlc_metrics_set(m, "actor/lr", lr);
+    if (a->x_n_mini > 0)
+        for (int j = 0; j < a->n_x; j++) rlc_metrics_set(m, a->x_key[j], a->x_s[j] / (double)a->x_n_mini);
 }

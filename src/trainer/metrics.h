@@ -70,6 +70,7 @@ void rlc_timing_metrics(rlc_metrics *m, int n, const char *const *names, const d
 
 // Actor update metrics, reduced as verl does: per mini-batch the micro-batch losses are summed (the loss of the
 // global mini-batch) and the clip fractions / ppo_kl averaged; the step reports the mean over mini-batches.
+enum { RLC_ACTOR_MAX_X = 260 };
 typedef struct {
     // current mini-batch
     double pg_loss, entropy_loss, kl_loss, loss, clipfrac, ppo_kl, clipfrac_lower;
@@ -78,17 +79,31 @@ typedef struct {
     double s_pg_loss, s_entropy_loss, s_kl_loss, s_loss, s_clipfrac, s_ppo_kl, s_clipfrac_lower, s_grad_norm;
     int64_t n_mini;
     unsigned present;    // RL_PGM_* bits (rl/policy_loss.h) of the pg metrics the loss mode reports (set by the caller)
+    // Metrics averaged over micro-batches (verl's Metric(MEAN); bypass_mode's actor/entropy and rollout_corr/*): the
+    // keys, registered once (rlc_actor_metrics_key) so every rank holds the same list; per mini-batch the mean over
+    // its micro-batches, the step the mean over mini-batches.
+    int n_x;
+    char x_key[RLC_ACTOR_MAX_X][96];
+    double x_mb[RLC_ACTOR_MAX_X];     // current mini-batch: sums over its micro-batches
+    double x_s[RLC_ACTOR_MAX_X];      // sums over finished mini-batches of their means
+    int64_t x_n_micro, x_n_mini;      // micro-batches that reported in the current mini-batch; mini-batches that did
 } rlc_actor_metrics;
 void rlc_actor_metrics_init(rlc_actor_metrics *a);
 // One micro-batch's values: pg_loss, entropy_loss, kl_loss, total loss, pg_clipfrac, ppo_kl, pg_clipfrac_lower
 // (rl_loss_out's fields; see rl/policy_loss.h).
 void rlc_actor_metrics_micro(rlc_actor_metrics *a, double pg_loss, double entropy_loss, double kl_loss, double loss,
                              double pg_clipfrac, double ppo_kl, double pg_clipfrac_lower);
+// Registers a micro-batch-mean metric (full name, e.g. "rollout_corr/kl"); registering a key twice is a no-op.
+void rlc_actor_metrics_key(rlc_actor_metrics *a, const char *key);
+// One micro-batch's value of a registered key (dies on an unknown key). rlc_actor_metrics_x_done closes the
+// micro-batch's values (counts it once).
+void rlc_actor_metrics_x(rlc_actor_metrics *a, const char *key, double v);
+void rlc_actor_metrics_x_done(rlc_actor_metrics *a);
 // End of a mini-batch (after its optimizer step), with its pre-clip grad norm.
 void rlc_actor_metrics_minibatch(rlc_actor_metrics *a, double grad_norm);
 // Sets actor/pg_loss, [actor/pg_clipfrac, actor/ppo_kl, actor/pg_clipfrac_lower: those in a->present; a loss mode
 // that reports none, gpg, logs none, as verl], [actor/entropy_loss],
-// [actor/kl_loss, actor/kl_coef], actor/loss, actor/grad_norm, actor/lr.
+// [actor/kl_loss, actor/kl_coef], actor/loss, actor/grad_norm, actor/lr, then the registered micro-batch means.
 void rlc_actor_metrics_put(const rlc_actor_metrics *a, rlc_metrics *m, int has_entropy, int use_kl_loss,
                            double kl_loss_coef, double lr);
 

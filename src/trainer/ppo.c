@@ -131,6 +131,46 @@ typedef struct {
     const float *is_w;            // (B, Tr) rollout IS weights (decoupled rollout correction) or NULL
 } actor_ctx;
 
+// bypass_mode skips the old_log_prob pass, where actor/entropy and the rollout-vs-training metrics come from; verl's
+// actor reports them per micro-batch instead (Metric(MEAN)): actor/entropy (agg_loss of the micro-batch's entropy,
+// without global batch info) when the update computes entropy, and the bypass_mode loss's rollout_corr/* metrics
+// between the current log-probs and the rollout's (old holds the rollout's here). Arrays (nb, Tm).
+static void bypass_micro_metrics(rlc_actor_metrics *am, const ppo_trainer *g, const float *lp, const float *rollout,
+                                 const float *ent, const float *mask, int nb, int64_t Tm) {
+    double msum = 0;
+    for (int64_t i = 0; i < (int64_t)nb * Tm; i++) msum += mask[i] != 0;
+    if (msum == 0) return;   // (verl raises on an empty micro-batch mask; rlc's responses have a token)
+    if (ent) {
+        rl_batch_info gbi = {1, 0, 0, g->cfg->actor_rollout_ref.actor.loss_scale_factor};
+        if (!isfinite(gbi.loss_scale_factor)) gbi.loss_scale_factor = 0;
+        rlc_actor_metrics_x(am, "actor/entropy", rl_agg_loss(ent, mask, nb, Tm, g->loss_cfg.agg, &gbi));
+    }
+    rl_rc_metrics *met = rlc_calloc(1, sizeof *met);
+    rl_rollout_corr_bypass_metrics(met, lp, rollout, mask, nb, Tm, &g->loss_cfg.rc);
+    for (int k = 0; k < met->n; k++) {
+        char key[128];
+        snprintf(key, sizeof key, "rollout_corr/%s", met->key[k]);
+        rlc_actor_metrics_x(am, key, met->val[k]);
+    }
+    free(met);
+    rlc_actor_metrics_x_done(am);
+}
+
+// The keys bypass_micro_metrics reports, registered in a fixed order (from the config alone, so every rank's list
+// is the same): the metrics of a one-token micro-batch.
+static void bypass_register_metrics(rlc_actor_metrics *am, const ppo_trainer *g) {
+    if (g->want_entropy_update) rlc_actor_metrics_key(am, "actor/entropy");
+    const float zero = 0.0f, one = 1.0f;
+    rl_rc_metrics *met = rlc_calloc(1, sizeof *met);
+    rl_rollout_corr_bypass_metrics(met, &zero, &zero, &one, 1, 1, &g->loss_cfg.rc);
+    for (int k = 0; k < met->n; k++) {
+        char key[128];
+        snprintf(key, sizeof key, "rollout_corr/%s", met->key[k]);
+        rlc_actor_metrics_key(am, key);
+    }
+    free(met);
+}
+
 static double actor_loss(void *user, const int *rows, double G, const engine_micro *mb) {
     actor_ctx *lc = user;
     const step_batch *sb = lc->sb;
@@ -177,6 +217,7 @@ static double actor_loss(void *user, const int *rows, double G, const engine_mic
     }
     rlc_actor_metrics_micro(lc->am, out.pg_loss, out.entropy_loss, out.kl_loss, out.loss, out.pg.pg_clipfrac, out.pg.ppo_kl,
                             out.pg.pg_clipfrac_lower);
+    if (g->cfg->algorithm.rollout_correction.bypass_mode) bypass_micro_metrics(lc->am, g, lp, old, ent, mask, nb, Tm);
     lc->am->present |= out.pg.present;
     free(lp); free(old); free(adv); free(mask); free(dlp); free(ref); free(ent); free(dent); free(isw);
     return out.loss;
@@ -192,6 +233,14 @@ static void actor_minibatch_end(void *user, dist_ctx *d, double grad_norm) {
         dist_allreduce_f64(d, red, 8, DIST_SUM, "all-reduce of the actor metrics");
         am->pg_loss = red[0]; am->entropy_loss = red[1]; am->kl_loss = red[2]; am->loss = red[3];
         am->clipfrac = red[4]; am->ppo_kl = red[5]; am->clipfrac_lower = red[6]; am->n_micro = (int64_t)red[7];
+        if (am->n_x > 0) {   // the micro-batch means: sums and counts over every rank's micro-batches
+            double x[RLC_ACTOR_MAX_X + 1];
+            memcpy(x, am->x_mb, sizeof(double) * (size_t)am->n_x);
+            x[am->n_x] = (double)am->x_n_micro;
+            dist_allreduce_f64(d, x, am->n_x + 1, DIST_SUM, "all-reduce of the actor's micro-batch metrics");
+            memcpy(am->x_mb, x, sizeof(double) * (size_t)am->n_x);
+            am->x_n_micro = (int64_t)x[am->n_x];
+        }
     }
     rlc_actor_metrics_minibatch(am, grad_norm);
 }
@@ -652,9 +701,12 @@ static void phase_rollout_corr(ppo_trainer *g, step_state *s, rlc_metrics *m) {
     const int B = sb->B;
     const int64_t Tr = sb->Tr;
     const size_t BT = (size_t)B * (size_t)Tr;
+    // bypass_mode: old == rollout, and verl computes nothing here; the actor reports these per micro-batch, between
+    // the current log-probs and the rollout's (bypass_micro_metrics)
+    if (c->algorithm.rollout_correction.bypass_mode) return;
     rlc_rollout_corr_metrics(m, sb->old_lp, sb->rollout_lp, sb->mask, B, Tr);
     const rl_rollout_corr_cfg *rc = &g->loss_cfg.rc;
-    if (c->algorithm.rollout_correction.bypass_mode || !rl_rollout_corr_active(rc)) return;
+    if (!rl_rollout_corr_active(rc)) return;
     float *m2 = rlc_malloc(sizeof(float) * BT);
     rl_rc_metrics *met = rlc_calloc(1, sizeof *met);
     if (rc->is != RL_RC_IS_NONE) s->is_w = rlc_malloc(sizeof(float) * BT);
@@ -746,6 +798,7 @@ static void phase_update_actor(ppo_trainer *g, step_state *s, rlc_metrics *m) {
     double t = rlc_now();
     rlc_actor_metrics am;
     rlc_actor_metrics_init(&am);
+    if (c->algorithm.rollout_correction.bypass_mode) bypass_register_metrics(&am, g);
     actor_ctx ctx = {g, &s->sb, &am, s->is_w};
     worker_loss L = {actor_loss, actor_minibatch_end, &ctx};
     worker_update_cfg uc = {

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Independent reference of verl's rollout correction (trainer/ppo/rollout_corr_helper.py; spec verl-ppo.md §5) in
 torch float32, for tests/test_rollout_corr.c: IS weights (token / sequence, TIS cap or IcePop band, batch
-normalisation), the rejection mask of the rollout_rs options and every rollout_is_* / rollout_rs_* metric.
+normalisation), the rejection mask of the rollout_rs options and every rollout_is_* / rollout_rs_* metric; and what
+bypass_mode's actor reports (those plus the off-policy metrics per micro-batch, averaged as verl's actor does).
 
 usage: rollout_corr_ref.py OUT_DIR SEED
 Writes OUT_DIR/{train,rollout,mask}.f64 (B, T) inputs, and OUT_DIR/cases.json: per case its config and the
-expected weights / mask (as lists) and metrics."""
+expected weights / mask (as lists) and metrics; under "bypass" per config the expected micro-batch means."""
 import json
 import math
 import sys
@@ -172,6 +173,75 @@ def rs_mask(lr, mask, rs, thr):
     return mask * comb, met
 
 
+def offpolicy(train, rollout, mask):
+    """compute_offpolicy_metrics (training vs rollout log-probs), in float64 on the float32 inputs: rlc reduces in
+    double, and kl / k3_kl / chi2 are small differences that float32 sums would blur."""
+    train, rollout, mask = train.double(), rollout.double(), mask.double()
+    met = {}
+    mt = mmean(train, mask, -1)
+    met["training_ppl"] = torch.exp(-mt).mean().item()
+    met["training_log_ppl"] = (-mt).mean().item()
+    met["kl"] = mmean(rollout - train, mask).item()
+    lr = train - rollout
+    met["k3_kl"] = mmean(torch.exp(lr) - lr - 1, mask).item()
+    mr = mmean(rollout, mask, -1)
+    met["rollout_ppl"] = torch.exp(-mr).mean().item()
+    met["rollout_log_ppl"] = (-mr).mean().item()
+    d = mr - mt
+    met["log_ppl_diff"] = d.mean().item()
+    met["log_ppl_abs_diff"] = d.abs().mean().item()
+    met["log_ppl_diff_max"] = d.max().item()
+    met["log_ppl_diff_min"] = d.min().item()
+    met["ppl_ratio"] = torch.exp(d).mean().item()
+    rho = torch.exp(torch.clamp(lr, -SAFETY, SAFETY))
+    met["chi2_token"] = (mmean(rho.square(), mask) - 1.0).item()
+    ls = msum(lr, mask, -1)
+    met["chi2_seq"] = (torch.exp(2.0 * torch.clamp(ls, -SAFETY, SAFETY)).mean() - 1.0).item()
+    return met
+
+
+def case_metrics(c, train, rollout, mask):
+    """The IS / rejection weights, mask and metrics of config c between train and rollout log-probs."""
+    lr = train - rollout
+    r = {"cfg": c, "metrics": {}}
+    if c.get("is"):
+        w, met = is_weights(lr, mask, c["is"], c["is_thr"], c.get("norm", 0))
+        r["w"] = w.reshape(-1).tolist()
+        r["metrics"].update(met)
+    if c.get("rs"):
+        m2, met = rs_mask(lr, mask, c["rs"], c["rs_thr"])
+        r["mask"] = m2.reshape(-1).tolist()
+        r["metrics"].update(met)
+    return r
+
+
+# bypass_mode's loss reports, per micro-batch, the IS / rejection metrics and the off-policy metrics between the
+# current and the rollout log-probs; the actor averages them (Metric(MEAN)) over each mini-batch's micro-batches,
+# then over mini-batches. The rows are cut into these mini-batches of micro-batches (row ranges).
+BYPASS_MINI = [[(0, 4), (4, 8)], [(8, 10), (10, 12)]]
+BYPASS_CASES = [
+    {},
+    {"is": "sequence", "is_thr": "2.0"},
+    {"is": "token", "is_thr": "0.5_2.0", "norm": 1, "rs": "token_k1,seq_mean_k3", "rs_thr": "2,0.01"},
+]
+
+
+def bypass_case(c, train, rollout, mask):
+    sums, n_mini = {}, 0
+    for mini in BYPASS_MINI:
+        acc = {}
+        for lo, hi in mini:
+            r = case_metrics(c, train[lo:hi], rollout[lo:hi], mask[lo:hi])
+            met = dict(r["metrics"])
+            met.update(offpolicy(train[lo:hi], rollout[lo:hi], mask[lo:hi]))
+            for k, v in met.items():
+                acc[k] = acc.get(k, 0.0) + v / len(mini)
+        for k, v in acc.items():
+            sums[k] = sums.get(k, 0.0) + v
+        n_mini += 1
+    return {"cfg": c, "mini": BYPASS_MINI, "metrics": {k: v / n_mini for k, v in sums.items()}}
+
+
 CASES = [
     {"is": "token", "is_thr": "2.0"},
     {"is": "sequence", "is_thr": "2.0", "norm": 1},
@@ -203,21 +273,10 @@ def main():
     train, rollout = train * mask, rollout * mask
     for name, x in (("train", train), ("rollout", rollout), ("mask", mask)):
         x.double().numpy().tofile(f"{out}/{name}.f64")
-    res = []
-    for c in CASES:
-        lr = train - rollout
-        r = {"cfg": c, "metrics": {}}
-        if c.get("is"):
-            w, met = is_weights(lr, mask, c["is"], c["is_thr"], c.get("norm", 0))
-            r["w"] = w.reshape(-1).tolist()
-            r["metrics"].update(met)
-        if c.get("rs"):
-            m2, met = rs_mask(lr, mask, c["rs"], c["rs_thr"])
-            r["mask"] = m2.reshape(-1).tolist()
-            r["metrics"].update(met)
-        res.append(r)
+    res = [case_metrics(c, train, rollout, mask) for c in CASES]
+    byp = [bypass_case(c, train, rollout, mask) for c in BYPASS_CASES]
     with open(f"{out}/cases.json", "w") as f:
-        json.dump({"B": B, "T": T, "cases": res}, f)
+        json.dump({"B": B, "T": T, "cases": res, "bypass": byp}, f)
 
 
 if __name__ == "__main__":
