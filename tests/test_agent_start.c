@@ -25,6 +25,7 @@
 #include "rollout/env.h"
 #include "test_tokenizer_util.h"
 #include "testlib.h"
+#include "agent_tiny_lm.h"
 
 #define ENV "python3 tests/envs/scripted_env.py"
 static rlc_tokenizer *TOK;
@@ -215,35 +216,6 @@ static void test_errors(void) {
 }
 
 // ---- the rollout engine ----
-
-typedef struct {
-    model_config cfg;
-    param_layout pl;
-    param_set ps;
-    decoder_model m;
-} tiny_lm;
-
-// A tiny random Qwen3 with the real vocabulary (as tests/test_agent.c's): 2 layers, hidden 32.
-static void tiny_lm_init(tiny_lm *t, backend_ctx *be) {
-    memset(t, 0, sizeof *t);
-    model_config_parse(&t->cfg,
-                       "{\"architectures\": [\"Qwen3ForCausalLM\"], \"model_type\": \"qwen3\", \"vocab_size\": 151936, \"hidden_size\": 32,"
-                       " \"intermediate_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 2,"
-                       " \"head_dim\": 16, \"max_position_embeddings\": 1024, \"rms_norm_eps\": 1e-6, \"rope_theta\": 1000000,"
-                       " \"tie_word_embeddings\": true, \"bos_token_id\": null, \"eos_token_id\": 151645, \"torch_dtype\": \"float32\"}",
-                       "tiny config.json");
-    param_layout_init(&t->pl, &t->cfg);
-    param_set_init(&t->ps, &t->pl);
-    tl_rng r;
-    tl_rng_init(&r, 5);
-    for (int i = 0; i < t->pl.n_tensors; i++) {
-        const param_tensor *pt = &t->pl.tensors[i];
-        float *x = t->ps.data + pt->offset;
-        if (pt->ndim == 1) for (int64_t j = 0; j < pt->numel; j++) x[j] = 1.0f + tl_normal(&r, 0.2f);
-        else tl_fill_normal(&r, x, pt->numel, (strstr(pt->name, "embed") ? 2.0f : 0.7f) / sqrtf((float)pt->shape[1]));
-    }
-    decoder_model_init(&t->m, &t->pl, &t->ps, be);
-}
 
 static int32_t STOPS[9500];   // every 16th id: turns of ~16 tokens
 
