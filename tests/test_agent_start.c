@@ -8,6 +8,8 @@
 //     and per-sample prompts, the continuous engine's trajectories are bitwise equal to the turn-by-turn
 //     re-prefill reference, with shuffled, delayed replies; each distinct prompt goes through the forward once
 //     (per row when its samples agree, else per trajectory) and then only new tokens;
+//   - a started prompt over max_prompt_length is cut as data.truncation says (left, right, middle: the ids of the
+//     whole rendering, cut), or (error) stops the run;
 //   - bad started replies (tools not a list of tools, append_to_user not a string, no user message to append to,
 //     a prompt over max_prompt_length) stop with one line naming the trajectory.
 #include <cjson/cJSON.h>
@@ -62,6 +64,7 @@ typedef struct {
     cJSON *msgs[4];
     rlc_ivec ids[4];          // each row rendered with the hello's tools
     int64_t max_prompt_length;
+    rlc_truncation truncation;
     const char *messages_json;   // non-NULL: every row's messages (an error case)
 } drv_case;
 
@@ -84,7 +87,8 @@ static agent_traj *run_driver(drv_case *dc) {
     agent_config_default(&c);
     c.response_length = 400;
     agent_run run = {.generate = script_gen, .generate_ctx = count, .tok = TOK, .env = &env, .cfg = c, .n = dc->n, .seed = 7,
-                     .split = "train", .step = 1, .max_prompt_length = dc->max_prompt_length};
+                     .split = "train", .step = 1, .max_prompt_length = dc->max_prompt_length,
+                     .truncation = dc->truncation};
     agent_traj *out = rlc_calloc((size_t)(dc->n_prompts * dc->n), sizeof *out);
     agent_rollout(&run, pr, dc->n_prompts, out);
     rlc_env_stop(&env);
@@ -193,6 +197,46 @@ static void test_driver_prompts(void) {
         drv_free(&dc, t);
     }
     free(dir);
+}
+
+// ---- data.truncation ----
+
+static void test_truncation(void) {
+    drv_case w = {.started = "same", .n_prompts = 1, .n = 1};
+    agent_traj *whole = run_driver(&w);
+    const int64_t L = whole[0].n_prompt, M = 20;
+    TL_CHECK(L > M, "the started prompt (%lld ids) is longer than the cut (%lld)", (long long)L, (long long)M);
+    const rlc_truncation modes[3] = {RLC_TRUNC_LEFT, RLC_TRUNC_RIGHT, RLC_TRUNC_MIDDLE};
+    const char *names[3] = {"left", "right", "middle"};
+    for (int k = 0; k < 3 && L > M; k++) {
+        drv_case c = {.started = "same", .n_prompts = 1, .n = 1, .max_prompt_length = M, .truncation = modes[k]};
+        agent_traj *t = run_driver(&c);
+        int32_t want[20];
+        const int64_t l = M / 2;
+        for (int64_t i = 0; i < M; i++)
+            want[i] = whole[0].prompt_ids[k == 0 ? L - M + i : k == 1 ? i : i < l ? i : L - (M - i)];
+        TL_CHECK(t[0].n_prompt == M && !memcmp(t[0].prompt_ids, want, sizeof want),
+                 "data.truncation=%s: the started prompt is the whole rendering's %lld ids cut to %lld (got %lld)", names[k],
+                 (long long)L, (long long)M, (long long)t[0].n_prompt);
+        TL_CHECK(t[0].len > 0 && t[0].end == AGENT_END_NO_TOOL_CALL, "data.truncation=%s: the trajectory runs to its answer",
+                 names[k]);
+        drv_free(&c, t);
+    }
+    drv_free(&w, whole);
+    // agent_prompt_fit alone: under the cap nothing changes; over it, error mode names what and both lengths
+    rlc_ivec v = {0};
+    for (int i = 0; i < 7; i++) rlc_iv_push(&v, i);
+    rlc_strbuf err = {0};
+    TL_CHECK(agent_prompt_fit(&v, 7, RLC_TRUNC_ERROR, "p", &err) == 0 && v.n == 7, "a prompt at the cap fits");
+    TL_CHECK(agent_prompt_fit(&v, 0, RLC_TRUNC_ERROR, "p", &err) == 0 && v.n == 7, "max_len 0: no cap");
+    TL_CHECK(agent_prompt_fit(&v, 5, RLC_TRUNC_ERROR, "the prompt", &err) == -1 && v.n == 7 && err.s &&
+                 strstr(err.s, "the prompt is 7 tokens, over data.max_prompt_length=5 (data.truncation=error"),
+             "error mode: one line (%s)", err.s ? err.s : "");
+    TL_CHECK(agent_prompt_fit(&v, 5, RLC_TRUNC_MIDDLE, "p", &err) == 0 && v.n == 5 && v.v[0] == 0 && v.v[1] == 1 &&
+                 v.v[2] == 4 && v.v[4] == 6,
+             "middle keeps the first 2 and the last 3");
+    rlc_sb_free(&err);
+    rlc_iv_free(&v);
 }
 
 // ---- errors ----
@@ -312,6 +356,7 @@ int main(void) {
     }
     TOK = rlc_tok_load(QWEN3_DIR, NULL);
     test_driver_prompts();
+    test_truncation();
     test_errors();
     backend_ctx be;
     backend_init(&be, 2);

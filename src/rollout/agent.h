@@ -15,6 +15,7 @@
 
 #include "core/strbuf.h"
 #include "rollout/engine.h"
+#include "data/dataset.h"
 #include "rollout/env.h"
 #include "tokenizer/tokenizer.h"
 
@@ -90,6 +91,16 @@ int agent_observation_ids(rlc_tokenizer *tok, int32_t last_id, const struct cJSO
 // with one line in err (no user message with string content to append to, or a template error).
 int agent_prompt_ids(rlc_tokenizer *tok, const struct cJSON *messages, const struct cJSON *tools, const char *append,
                      int enable_thinking, rlc_ivec *out, rlc_strbuf *err);
+// A rendered prompt over max_len (> 0) tokens, cut per data.truncation (left keeps the end, the generation prompt
+// with it); with RLC_TRUNC_ERROR returns -1 with one line in err naming `what`. Returns 0 otherwise.
+int agent_prompt_fit(rlc_ivec *ids, int64_t max_len, rlc_truncation mode, const char *what, rlc_strbuf *err);
+// A "started" reply's prompt (docs/env-protocol.md): its "tools" (null: the hello's) are checked and detached
+// into *tools (the caller owns them; NULL when absent), and with "tools" or "append_to_user" the trajectory's
+// prompt is the row's messages rendered again with them, then fit to max_len per `mode`. Returns 1 with the
+// prompt's ids appended to out, 0 when the trajectory keeps the row's prompt, or -1 with one line in err.
+int agent_started_prompt(rlc_tokenizer *tok, struct cJSON *reply, const struct cJSON *messages,
+                         const struct cJSON *hello_tools, int enable_thinking, int64_t max_len, rlc_truncation mode,
+                         struct cJSON **tools, rlc_ivec *out, rlc_strbuf *err);
 
 // ---- the driver ----
 enum { AGENT_SINGLE_TURN = 0, AGENT_TOOL = 1 };
@@ -173,6 +184,7 @@ typedef struct {
     const char *split;                // "train" | "val" (trajectory ids)
     int64_t step;
     int64_t max_prompt_length;        // > 0: a prompt rendered after a started reply must fit (data.max_prompt_length)
+    rlc_truncation truncation;        // ... or is cut so (data.truncation)
     int64_t computed_prompt_tokens;   // out: turn-synchronous: context tokens passed to the generator over all rounds;
                                       //      continuous: tokens through the engine's forward
     int64_t rounds;                   // out: generation rounds (continuous: engine steps)

@@ -363,3 +363,56 @@ int agent_prompt_ids(rlc_tokenizer *tok, const cJSON *messages, const cJSON *too
     cJSON_Delete(msgs);
     return rc;
 }
+
+int agent_prompt_fit(rlc_ivec *ids, int64_t max_len, rlc_truncation mode, const char *what, rlc_strbuf *err) {
+    if (max_len <= 0 || ids->n <= max_len) return 0;
+    if (mode == RLC_TRUNC_ERROR) {
+        rlc_sb_printf(err, "%s is %lld tokens, over data.max_prompt_length=%lld (data.truncation=error; left, right or "
+                      "middle cut it)", what, (long long)ids->n, (long long)max_len);
+        return -1;
+    }
+    ids->n = rlc_truncate_ids(ids->v, ids->n, max_len, mode, what);
+    return 0;
+}
+
+int agent_started_prompt(rlc_tokenizer *tok, cJSON *reply, const cJSON *messages, const cJSON *hello_tools,
+                         int enable_thinking, int64_t max_len, rlc_truncation mode, cJSON **tools, rlc_ivec *out,
+                         rlc_strbuf *err) {
+    *tools = NULL;
+    cJSON *tl = cJSON_DetachItemFromObjectCaseSensitive(reply, "tools");
+    const cJSON *au = cJSON_GetObjectItemCaseSensitive(reply, "append_to_user");
+    if (cJSON_IsNull(tl)) {
+        cJSON_Delete(tl);
+        tl = NULL;
+    }
+    rlc_strbuf e = {0};
+    if (tl && rlc_env_check_tools(tl, &e)) {
+        rlc_sb_printf(err, "the \"started\" reply's %s", e.s ? e.s : "tools");
+        rlc_sb_free(&e);
+        cJSON_Delete(tl);
+        return -1;
+    }
+    if (au && !cJSON_IsNull(au) && !cJSON_IsString(au)) {
+        rlc_sb_puts(err, "the \"started\" reply's \"append_to_user\" is not a string");
+        cJSON_Delete(tl);
+        return -1;
+    }
+    const char *append = cJSON_IsString(au) ? au->valuestring : NULL;
+    *tools = tl;
+    if (!tl && !append) return 0;
+    if (!messages) {
+        rlc_sb_puts(err, "the \"started\" reply changes the prompt, but the row has no messages to render");
+        return -1;
+    }
+    const int64_t n0 = out->n;
+    if (agent_prompt_ids(tok, messages, tl ? tl : hello_tools, append, enable_thinking, out, &e)) {
+        rlc_sb_printf(err, "rendering its prompt with the \"started\" reply's tools / append_to_user: %s", e.s ? e.s : "");
+        rlc_sb_free(&e);
+        return -1;
+    }
+    rlc_ivec own = {out->v + n0, out->n - n0, 0};
+    if (agent_prompt_fit(&own, max_len, mode, "the prompt rendered with the \"started\" reply's tools / append_to_user", err))
+        return -1;
+    out->n = n0 + own.n;
+    return 1;
+}

@@ -105,6 +105,7 @@ void ppo_generate_agent(ppo_trainer *g, rollout_engine *re, const int64_t *rows,
     rlc_env *env = any_tool ? trainer_env(g) : g->env;   // a batch of single-turn rows needs no environment
     const rollout_config *rc = rollout_engine_config(re);
     const int n = rc->n, B = n_prompts * n;
+    const rlc_truncation trunc = rlc_truncation_parse(g->cfg->data.truncation, "data.truncation");
     agent_prompt *ps = rlc_calloc((size_t)n_prompts, sizeof *ps);
     rlc_ivec *ids = rlc_calloc((size_t)n_prompts, sizeof *ids);
     cJSON **msgs = rlc_calloc((size_t)n_prompts, sizeof *msgs), **extra = rlc_calloc((size_t)n_prompts, sizeof *extra);
@@ -127,9 +128,8 @@ void ppo_generate_agent(ppo_trainer *g, rollout_engine *re, const int64_t *rows,
         rlc_strbuf err = {0};
         if (agent_prompt_ids(g->tok, msgs[p], env->tools, NULL, -1, &ids[p], &err) != 0)
             rlc_die("%s:%lld: chat template with the environment's tools: %s", ds->path, (long long)pr->line, err.s ? err.s : "");
-        if (ids[p].n > g->cfg->data.max_prompt_length)
-            rlc_die("%s:%lld: the prompt with the environment's tools is %lld tokens, over data.max_prompt_length=%lld", ds->path,
-                    (long long)pr->line, (long long)ids[p].n, (long long)g->cfg->data.max_prompt_length);
+        if (agent_prompt_fit(&ids[p], g->cfg->data.max_prompt_length, trunc, "the prompt with the environment's tools", &err))
+            rlc_die("%s:%lld: %s", ds->path, (long long)pr->line, err.s);
         rlc_sb_free(&err);
         ps[p] = (agent_prompt){ids[p].v, ids[p].n, stream_base + (uint64_t)rows[p], AGENT_TOOL, pr->data_source,
                                pr->ground_truth, extra[p], msgs[p]};
@@ -145,6 +145,7 @@ void ppo_generate_agent(ppo_trainer *g, rollout_engine *re, const int64_t *rows,
     run.split = ds == &g->val ? "val" : "train";
     run.step = g->global_step + 1;
     run.max_prompt_length = g->cfg->data.max_prompt_length;
+    run.truncation = trunc;
     agent_traj *tr = rlc_calloc((size_t)B, sizeof *tr);
     double t0 = rlc_now();
     agent_rollout(&run, ps, n_prompts, tr);
