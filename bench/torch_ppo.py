@@ -53,6 +53,7 @@ def main():
     with torch.no_grad():
         ref = [G.logprobs(ref_model, [s], a.temperature)[0][0].clone() for s in seqs]
     out["ref"] = time.time() - t0
+    del ref_model   # its log-probs are all the step needs of it: the full 28-layer shape then fits in 24 GiB
     t0 = time.time()
     with torch.no_grad():
         vals = [critic.values([s])[0].clone() for s in seqs]
@@ -92,6 +93,7 @@ def main():
         cnorms.append(float(torch.nn.utils.clip_grad_norm_(cparams, 1.0)))
         copt.step()
     out["update_critic"] = time.time() - t0
+    copt.zero_grad(set_to_none=True)   # the critic's gradients are not needed by the actor's update (memory only)
     params = [p for p in model.parameters()]
     opt = torch.optim.AdamW(params, lr=1e-6, weight_decay=0.01)
     t0 = time.time()
