@@ -201,10 +201,9 @@ struct decoder_acts {
     float *head_lse;    // (T) log-prob head lse
     float *head_ent;    // (T) entropy of the forward (spares the backward a pass over the vocabulary)
     // frozen head (base_frozen: LoRA): the loss-agnostic per-token gradients the forward saves, so that the backward
-    // makes no pass over the vocabulary (logprob_head_forward_frozen). In head_gmem, grown to T_max rows on first use.
-    float *head_g;      // (T, H) d logp / d hidden
-    float *head_ge;     // (T, H) d entropy / d hidden (when the forward computed the entropy), else NULL
-    float *head_gmem;   // (2, T_max, H)
+    // makes no pass over the vocabulary (logprob_head_forward_frozen). Each allocated (T_max rows) on first use.
+    float *head_g;      // (T_max, H) d logp / d hidden
+    float *head_ge;     // (T_max, H) d entropy / d hidden: only once a forward computed the entropy
     int have_g, have_ge;
     // backward scratch
     float *dx;          // (T, H) gradient of the residual stream
@@ -298,7 +297,8 @@ void decoder_acts_free(decoder_acts *a) {
     if (!a) return;
     rlc_free(a->mem);
     rlc_free(a->lora_mem);
-    rlc_free(a->head_gmem);
+    rlc_free(a->head_g);
+    rlc_free(a->head_ge);
     for (int i = 0; i < a->split_n; i++) param_set_free(&a->split_g[i]);
     free(a->split_g);
     free(a->la);
@@ -748,14 +748,14 @@ void decoder_forward(decoder_model *m, decoder_acts *a, const decoder_batch *b, 
     if (hidden) copy_par(hidden, hid, T * d.H);
 }
 
-// Grow a->head_g / head_ge to T_max rows (the frozen head's saved gradients).
-static void acts_head_g(decoder_acts *a) {
-    if (a->head_gmem) return;
-    const int64_t n = a->T_max * (int64_t)a->cfg.hidden_size;   // floats of one (T_max, H)
-    a->head_gmem = rlc_alloc((size_t)(2 * n) * sizeof(float));
-    a->head_g = a->head_gmem;
-    a->head_ge = a->head_gmem + n;
-    a->bytes += 2 * n * (int64_t)sizeof(float);
+// Allocate (T_max, H) for *p on first use (the frozen head's saved gradients), counted in a->bytes.
+static float *acts_head_buf(decoder_acts *a, float **p) {
+    if (!*p) {
+        const int64_t n = a->T_max * (int64_t)a->cfg.hidden_size;
+        *p = rlc_alloc((size_t)n * sizeof(float));
+        a->bytes += n * (int64_t)sizeof(float);
+    }
+    return *p;
 }
 
 // The head's forward over T rows: the frozen head's (saving g, ge) when g is given, else the plain one.
@@ -813,9 +813,8 @@ void decoder_logprob(decoder_model *m, decoder_acts *a, const decoder_batch *b, 
     // entropy is computed): the backward is then one multiply-add per token. Inference (a NULL) pays nothing.
     float *g = NULL, *ge = NULL;
     if (a && m->base_frozen) {
-        acts_head_g(a);
-        g = a->head_g;
-        ge = entropy ? a->head_ge : NULL;
+        g = acts_head_buf(a, &a->head_g);
+        ge = entropy ? acts_head_buf(a, &a->head_ge) : NULL;
     }
     int np = 0;
     int *st = split_plan(m, b, 0, &np);
