@@ -15,6 +15,11 @@
 // sgemms per block: dw[chunk] += G^T hidden[chunk] (each vocab chunk is owned by one thread, and its
 // rows accumulate token chunks in order), and a per-thread partial dhidden[chunk] += G w[chunk],
 // summed over threads in thread order after each token chunk (deterministic for a fixed thread count).
+//
+// A frozen head (LoRA: no dW) needs no backward sweep: d logp / d hidden does not depend on the loss, so its forward
+// (logprob_head_forward_frozen) also sums, per thread and row, the probability-weighted rows of w of the vocabulary
+// chunks it sweeps (one more sgemm per block, rescaled when the row's running max moves), merges the threads' sums
+// in thread order and saves g (T, H) (and the entropy's ge); the backward is dhidden += dlogp g (+ dentropy ge).
 #include <math.h>
 #include <omp.h>
 
