@@ -17,6 +17,7 @@
 #include "io/checkpoint.h"
 #include "io/peft.h"
 #include "io/safetensors.h"
+#include "kernels/kernels.h"
 #include "model/decoder.h"
 #include "model/lora.h"
 #include "rollout/engine.h"
@@ -330,6 +331,53 @@ static void test_bf16_base(case_data *cd) {
              (long long)param_bf16_bytes(&pb), (long long)want);
     param_bf16_free(&pb);
     param_set_free(&r);
+}
+
+// The frozen head's update path (the forward saves d logp / d hidden and d entropy / d hidden; the backward applies
+// them) equals the recomputing head backward seeding decoder_backward_hidden (the path a trained head takes): dA and
+// dB at 1e-5 (the same fp32 terms summed in another order in the head, then the same layers), in every checkpointing
+// mode; with the entropy computed and its gradient on, without either, and with an entropy gradient the forward
+// saved nothing for (it goes through the recomputing backward).
+static void test_head_paths(case_data *cd) {
+    const char *nm = cd->lc->name;
+    const float temp = cd->lc->temperature, cap = cd->cfg.final_logit_softcapping;
+    const int64_t T = cd->T, H = cd->cfg.hidden_size, V = cd->cfg.vocab_size;
+    static const char *VAR[3] = {"no entropy", "entropy + its gradient", "entropy gradient without the forward's entropy"};
+    float *lp = malloc((size_t)T * 4), *en = malloc((size_t)T * 4), *ls = malloc((size_t)T * 4);
+    float *hid = malloc((size_t)(T * H) * 4), *dh = malloc((size_t)(T * H) * 4);
+    for (int mode = CKPT_NONE; mode <= CKPT_FULL; mode++)
+        for (int v = 0; v < 3; v++) {
+            const int fwd_ent = v == 1;
+            const float *dent = v ? cd->dent : NULL;
+            param_set g[2];
+            for (int k = 0; k < 2; k++) {
+                decoder_model m;
+                decoder_model_init(&m, &cd->pl, &cd->ps, NULL);
+                param_set_init(&g[k], &cd->ll.pl);
+                decoder_set_lora(&m, &cd->ll, cd->ad.data, g[k].data);
+                decoder_acts *a = decoder_acts_new(&cd->cfg, T, (ckpt_mode)mode);
+                decoder_forward(&m, a, &cd->b, hid);
+                if (k == 0) {   // the frozen head's path
+                    decoder_logprob(&m, a, &cd->b, cd->targets, temp, lp, fwd_ent ? en : NULL);
+                    decoder_backward(&m, a, &cd->b, cd->targets, temp, cd->dlogp, dent, NULL);
+                } else {        // the recomputing head backward, then the layers from d(hidden)
+                    logprob_head_forward_cap(lp, fwd_ent ? en : NULL, ls, hid, decoder_lm_head(&m), cd->targets, T, H, V, temp, cap);
+                    memset(dh, 0, (size_t)(T * H) * 4);
+                    logprob_head_backward_cap(dh, NULL, cd->dlogp, dent, fwd_ent ? en : NULL, hid, decoder_lm_head(&m), cd->targets,
+                                              ls, T, H, V, temp, cap);
+                    decoder_backward_hidden(&m, a, &cd->b, dh, NULL);
+                }
+                decoder_acts_free(a);
+                decoder_model_free(&m);
+            }
+            char what[200];
+            snprintf(what, sizeof what, "%s ckpt %s, %s: dA/dB of the frozen head's path vs the recomputing one", nm,
+                     decoder_ckpt_name((ckpt_mode)mode), VAR[v]);
+            tl_check_close(what, g[0].data, g[1].data, cd->ll.pl.numel, 1e-5);
+            param_set_free(&g[0]);
+            param_set_free(&g[1]);
+        }
+    free(lp); free(en); free(ls); free(hid); free(dh);
 }
 
 static void write_text(const char *dir, const char *name, const char *s) {
@@ -703,6 +751,7 @@ int main(void) {
     }
     for (int i = 0; i < N_CASES; i++) {
         check_case(&cds[i], have_torch);
+        test_head_paths(&cds[i]);
         if (i == 0 || i == 1 || i == 5) test_bf16_base(&cds[i]);
         if (i == 2) {   // llama with biases and an untied head
             run_out on;

@@ -176,6 +176,24 @@ void logprob_head_backward_cap(float *dhidden, float *dw, const float *dlogp, co
 void logprob_head_backward_cap_ref(float *dhidden, float *dw, const float *dlogp, const float *dentropy,
                                    const float *hidden, const float *w, const int32_t *targets, const float *lse,
                                    int64_t T, int64_t H, int64_t V, float temperature, float softcap);
+// The frozen head (no dW: LoRA's lm_head): d logp_t / d hidden_t does not depend on the loss, so the training
+// forward saves it and the backward needs no pass over the vocabulary. As logprob_head_forward_cap (same logp,
+// entropy, lse), and in the same sweep, with an online rescale when a row's running max moves:
+//   g (T, H)  = d logp_t / d hidden_t    = (c_y w[y_t] - sum_v p_tv c_v w[v]) / temperature   (0 where target < 0)
+//   ge (T, H) = d entropy_t / d hidden_t = -sum_v p_tv (z_tv - E z_t) c_v w[v] / temperature   (NULL: not computed)
+// c_v = 1 - tanh^2 of the soft-cap (1 without). Costs one (T, V, H) product for g, a second for ge, next to the
+// forward's one; fp32 sums, merged across threads in thread order (deterministic for a fixed thread count).
+void logprob_head_forward_frozen(float *logp, float *entropy, float *lse, float *g, float *ge, const float *hidden,
+                                 const float *w, const int32_t *targets, int64_t T, int64_t H, int64_t V, float temperature,
+                                 float softcap);
+void logprob_head_forward_frozen_ref(float *logp, float *entropy, float *lse, float *g, float *ge, const float *hidden,
+                                     const float *w, const int32_t *targets, int64_t T, int64_t H, int64_t V, float temperature,
+                                     float softcap);
+// dhidden (T, H) += dlogp_t g_t + dentropy_t ge_t (dlogp or dentropy NULL = zero; dentropy needs ge).
+void logprob_head_backward_frozen(float *dhidden, const float *dlogp, const float *dentropy, const float *g, const float *ge,
+                                  int64_t T, int64_t H);
+void logprob_head_backward_frozen_ref(float *dhidden, const float *dlogp, const float *dentropy, const float *g, const float *ge,
+                                      int64_t T, int64_t H);
 // logits (T, V) = cap * tanh(logits / cap) in place (softcap > 0; 0 leaves them).
 void logits_softcap(float *logits, int64_t n, float softcap);
 // Full logits (T, V) = hidden @ w^T (no temperature). For small tests and generation only.

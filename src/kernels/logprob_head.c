@@ -15,6 +15,11 @@
 // sgemms per block: dw[chunk] += G^T hidden[chunk] (each vocab chunk is owned by one thread, and its
 // rows accumulate token chunks in order), and a per-thread partial dhidden[chunk] += G w[chunk],
 // summed over threads in thread order after each token chunk (deterministic for a fixed thread count).
+//
+// A frozen head (LoRA: no dW) needs no backward sweep: d logp / d hidden does not depend on the loss, so its forward
+// (logprob_head_forward_frozen) also sums, per thread and row, the probability-weighted rows of w of the vocabulary
+// chunks it sweeps (one more sgemm per block, rescaled when the row's running max moves), merges the threads' sums
+// in thread order and saves g (T, H) (and the entropy's ge); the backward is dhidden += dlogp g (+ dentropy ge).
 #include <math.h>
 #include <omp.h>
 
@@ -86,23 +91,85 @@ static void row_softcap(float *z, int64_t n, float cap) {
     for (int64_t j = 0; j < n; j++) z[j] = cap * tanhf(z[j] * ic);
 }
 
-// All outputs optional. logp (T), entropy (T), lse (T).
-static void head_forward(float *logp, float *entropy, float *lse, const float *hidden, const float *w,
+// Frozen head (g != NULL): the running max M of row r over the vocabulary chunks a thread has seen so far moved
+// to m (m > M): rescale the thread's sums of that row, acc1 = sum e^(z-M) c w and acc2 = sum e^(z-M)(z-M) c w,
+// to the new max (as flash attention rescales its P·V accumulator).
+static inline void acc_rescale(float *a1, float *a2, int64_t H, float M, float m) {
+    const float d = m - M, sc = expf(-d);
+    if (a2) {
+#pragma omp simd
+        for (int64_t h = 0; h < H; h++) { a2[h] = sc * (a2[h] - d * a1[h]); a1[h] = sc * a1[h]; }
+    } else {
+#pragma omp simd
+        for (int64_t h = 0; h < H; h++) a1[h] = sc * a1[h];
+    }
+}
+
+// Row r of a token chunk, after the forward's sweep: merge the threads' sums (acc: per thread (nr*TC, H) at
+// stride acc_stride, acc1 rows then acc2 rows of tc each; runm: per thread (TC) running max, -inf where a thread
+// saw no chunk) to the row's max m, in thread order, and finish
+//   g  (H) = d logp / d hidden    = (c_y w_y - sum_v p_v c_v w_v) / temperature     (0 without a target: wy NULL)
+//   ge (H) = d entropy / d hidden = -sum_v p_v (z_v - E z) c_v w_v / temperature      (may be NULL)
+// with p_v = e^(z_v - m) / s and E z - m = a / s (s, a: the row's merged statistics relative to m).
+static void head_grad_row(float *g, float *ge, const float *acc, const float *runm, int nth, int64_t acc_stride,
+                          int64_t TC, int64_t tc, int64_t r, int64_t H, float m, double s, double a, const float *wy,
+                          float zy, float kc, float temperature) {
+    memset(g, 0, (size_t)H * sizeof(float));   // out1 = sum e^(z-m) c w, accumulated here first
+    if (ge) memset(ge, 0, (size_t)H * sizeof(float));   // out2 = sum e^(z-m) (z-m) c w
+    for (int th = 0; th < nth; th++) {
+        const float Mt = runm[(size_t)th * (size_t)TC + (size_t)r];
+        if (Mt == -INFINITY) continue;
+        const float d = m - Mt, sc = expf(-d);   // d >= 0: the thread's max to the row's
+        const float *a1 = acc + (size_t)th * (size_t)acc_stride + (size_t)(r * H), *a2 = a1 + tc * H;
+        if (ge) {
+#pragma omp simd
+            for (int64_t h = 0; h < H; h++) { g[h] += sc * a1[h]; ge[h] += sc * (a2[h] - d * a1[h]); }
+        } else {
+#pragma omp simd
+            for (int64_t h = 0; h < H; h++) g[h] += sc * a1[h];
+        }
+    }
+    const float is = (float)(1.0 / s), it = 1.0f / temperature, ezm = (float)(a / s);
+    if (ge)
+        for (int64_t h = 0; h < H; h++) ge[h] = -(ge[h] - ezm * g[h]) * is * it;
+    if (wy) {
+        const float cy = kc > 0 ? 1.0f - (zy * kc) * (zy * kc) : 1.0f;
+        for (int64_t h = 0; h < H; h++) g[h] = (cy * wy[h] - g[h] * is) * it;
+    } else {
+        memset(g, 0, (size_t)H * sizeof(float));
+    }
+}
+
+// All outputs optional. logp (T), entropy (T), lse (T); g (T, H) and ge (T, H) the frozen head's per-token
+// gradients (logprob_head_forward_frozen), ge only with g.
+static void head_forward(float *logp, float *entropy, float *lse, float *g, float *ge, const float *hidden, const float *w,
                          const int32_t *targets, int64_t T, int64_t H, int64_t V, float temperature, float softcap) {
     head_check(targets, T, H, V, temperature, "logprob_head_forward");
     if (T == 0) return;
     const int64_t TC = min64(HEAD_TC, T), VC = head_vchunk(V), nvc = (V + VC - 1) / VC;
     const int nth = head_threads();
-    const int want_a = entropy != NULL;
-    float *scratch = rlc_alloc((size_t)nth * (size_t)TC * (size_t)VC * sizeof(float));  // per thread (TC, VC)
+    const int want_a = entropy != NULL || ge != NULL;
+    // frozen head: nr = rows of the stacked block [P; Q] (P = e^(z-M) c, Q = P (z-M)) and of the sums [acc1; acc2]
+    const int64_t nr = g ? (ge ? 2 : 1) : 0;
+    const float kc = softcap > 0 ? temperature / softcap : 0.0f;   // tanh of a capped logit = z * kc
+    float *scratch = rlc_alloc((size_t)nth * (size_t)TC * (size_t)VC * (size_t)(nr > 1 ? 2 : 1) * sizeof(float));  // per thread (TC, VC), (2*TC, VC) with ge
     float *st = rlc_alloc((size_t)TC * (size_t)nvc * 3 * sizeof(float));              // (TC, nvc, {m, s, a})
     float *zt = rlc_alloc((size_t)TC * sizeof(float));                                 // (TC) target logit
+    float *acc = nr ? rlc_alloc((size_t)nth * (size_t)(nr * TC) * (size_t)H * sizeof(float)) : NULL;  // per thread (nr*TC, H)
+    float *runm = nr ? rlc_alloc((size_t)nth * (size_t)TC * sizeof(float)) : NULL;                  // per thread (TC) running max
     for (int64_t t0 = 0; t0 < T; t0 += TC) {
         const int64_t tc = min64(TC, T - t0);
         const float *hc = hidden + t0 * H;  // (tc, H)
 #pragma omp parallel num_threads(nth)
         {
-            float *L = scratch + (size_t)omp_get_thread_num() * (size_t)TC * (size_t)VC;
+            const int tid = omp_get_thread_num();
+            float *L = scratch + (size_t)tid * (size_t)TC * (size_t)VC * (size_t)(nr > 1 ? 2 : 1);
+            float *A = nr ? acc + (size_t)tid * (size_t)(nr * TC) * (size_t)H : NULL;   // (nr*tc, H): acc1 rows, then acc2 rows
+            float *M = nr ? runm + (size_t)tid * (size_t)TC : NULL;                     // (tc)
+            if (nr) {
+                memset(A, 0, (size_t)(nr * tc * H) * sizeof(float));
+                for (int64_t r = 0; r < tc; r++) M[r] = -INFINITY;
+            }
 #pragma omp for schedule(static)
             for (int64_t k = 0; k < nvc; k++) {
                 const int64_t v0 = k * VC, vc = min64(VC, V - v0);
@@ -114,7 +181,31 @@ static void head_forward(float *logp, float *entropy, float *lse, const float *h
                     row_stats(z, vc, temperature, want_a, &o[0], &o[1], &o[2]);
                     int32_t tg = targets ? targets[t0 + r] : -1;
                     if (tg >= v0 && tg < v0 + vc) zt[r] = z[tg - v0];
+                    if (!nr) continue;
+                    // z (vc) -> P = e^(z - M) c in place (c = d capped / d logit = 1 - tanh^2, 1 without a cap), and
+                    // Q = P (z - M) in row r of the block below (rows tc..2tc-1 of [P; Q])
+                    if (o[0] > M[r]) {
+                        if (M[r] > -INFINITY) acc_rescale(A + r * H, nr > 1 ? A + (tc + r) * H : NULL, H, M[r], o[0]);
+                        M[r] = o[0];
+                    }
+                    const float mr = M[r];
+                    float *q = nr > 1 ? L + (tc + r) * vc : NULL;
+                    if (softcap > 0) {
+                        for (int64_t j = 0; j < vc; j++) {
+                            const float th = z[j] * kc, p = k_expf_le88(z[j] - mr) * (1.0f - th * th);
+                            if (q) q[j] = p * (z[j] - mr);
+                            z[j] = p;
+                        }
+                    } else if (q) {
+#pragma omp simd
+                        for (int64_t j = 0; j < vc; j++) { const float d = z[j] - mr, p = k_expf_le88(d); q[j] = p * d; z[j] = p; }
+                    } else {
+#pragma omp simd
+                        for (int64_t j = 0; j < vc; j++) z[j] = k_expf_le88(z[j] - mr);
+                    }
                 }
+                // [acc1; acc2] (nr*tc, H) += [P; Q] (nr*tc, vc) @ w[chunk] (vc, H)
+                if (nr) backend_sgemm(0, 0, nr * tc, H, vc, 1.0f, L, vc, w + v0 * H, H, 1.0f, A, H);
             }
         }
 #pragma omp parallel for schedule(static)
@@ -132,8 +223,12 @@ static void head_forward(float *logp, float *entropy, float *lse, const float *h
             if (lse) lse[t] = (float)ls;
             if (entropy) entropy[t] = (float)(log(s) - a / s);
             if (logp) logp[t] = targets && targets[t] >= 0 ? (float)((double)zt[r] - ls) : 0.0f;
+            if (nr) head_grad_row(g + t * H, ge ? ge + t * H : NULL, acc, runm, nth, nr * TC * H, TC, tc, r, H, (float)m, s, a,
+                                  targets && targets[t] >= 0 ? w + (int64_t)targets[t] * H : NULL, zt[r], kc, temperature);
         }
     }
+    rlc_free(runm);
+    rlc_free(acc);
     rlc_free(zt);
     rlc_free(st);
     rlc_free(scratch);
@@ -141,13 +236,13 @@ static void head_forward(float *logp, float *entropy, float *lse, const float *h
 
 void logprob_head_forward(float *logp, float *entropy, float *lse, const float *hidden, const float *w,
                           const int32_t *targets, int64_t T, int64_t H, int64_t V, float temperature) {
-    head_forward(logp, entropy, lse, hidden, w, targets, T, H, V, temperature, 0.0f);
+    head_forward(logp, entropy, lse, NULL, NULL, hidden, w, targets, T, H, V, temperature, 0.0f);
 }
 
 void logprob_head_forward_cap(float *logp, float *entropy, float *lse, const float *hidden, const float *w,
                               const int32_t *targets, int64_t T, int64_t H, int64_t V, float temperature, float softcap) {
     CHECK(softcap >= 0 && isfinite(softcap), "logprob_head_forward_cap: softcap=%g", (double)softcap);
-    head_forward(logp, entropy, lse, hidden, w, targets, T, H, V, temperature, softcap);
+    head_forward(logp, entropy, lse, NULL, NULL, hidden, w, targets, T, H, V, temperature, softcap);
 }
 
 static void head_backward(float *dhidden, float *dw, const float *dlogp, const float *dentropy, const float *entropy,
@@ -168,7 +263,7 @@ static void head_backward(float *dhidden, float *dw, const float *dlogp, const f
             for (int64_t t = 0; t < T; t++) ez[t] = lse[t] - entropy[t];
         } else {
             float *ent = rlc_alloc((size_t)T * sizeof(float)), *ls = rlc_alloc((size_t)T * sizeof(float));
-            head_forward(NULL, ent, ls, hidden, w, NULL, T, H, V, temperature, softcap);
+            head_forward(NULL, ent, ls, NULL, NULL, hidden, w, NULL, T, H, V, temperature, softcap);
             for (int64_t t = 0; t < T; t++) ez[t] = ls[t] - ent[t];
             rlc_free(ls);
             rlc_free(ent);
@@ -269,6 +364,37 @@ void logprob_head_backward_cap(float *dhidden, float *dw, const float *dlogp, co
     head_backward(dhidden, dw, dlogp, dentropy, entropy, hidden, w, targets, lse, T, H, V, temperature, softcap);
 }
 
+// ---- frozen head: per-token gradients saved by the forward ------------------------------------------------
+
+void logprob_head_forward_frozen(float *logp, float *entropy, float *lse, float *g, float *ge, const float *hidden,
+                                 const float *w, const int32_t *targets, int64_t T, int64_t H, int64_t V, float temperature,
+                                 float softcap) {
+    CHECK(softcap >= 0 && isfinite(softcap), "logprob_head_forward_frozen: softcap=%g", (double)softcap);
+    CHECK(g != NULL, "logprob_head_forward_frozen needs g (T, H)");
+    head_forward(logp, entropy, lse, g, ge, hidden, w, targets, T, H, V, temperature, softcap);
+}
+
+void logprob_head_backward_frozen(float *dhidden, const float *dlogp, const float *dentropy, const float *g, const float *ge,
+                                  int64_t T, int64_t H) {
+    CHECK(T >= 0 && H > 0, "logprob_head_backward_frozen: T=%lld H=%lld", (long long)T, (long long)H);
+    CHECK(!dentropy || ge, "logprob_head_backward_frozen: dentropy needs ge from the forward");
+    if (!dlogp && !dentropy) return;
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < T; t++) {
+        float *d = dhidden + t * H;
+        const float *gt = g + t * H;
+        const float a = dlogp ? dlogp[t] : 0.0f;
+        if (dentropy) {
+            const float b = dentropy[t], *et = ge + t * H;
+#pragma omp simd
+            for (int64_t h = 0; h < H; h++) d[h] += a * gt[h] + b * et[h];
+        } else {
+#pragma omp simd
+            for (int64_t h = 0; h < H; h++) d[h] += a * gt[h];
+        }
+    }
+}
+
 // ---- references: full logits in double ----------------------------------------------------------------
 
 // z (T, V) in double = (hidden @ w^T) / temperature, soft-capped first when softcap > 0
@@ -367,6 +493,54 @@ void logprob_head_backward_cap_ref(float *dhidden, float *dw, const float *dlogp
         free(acc);
     }
     free(z);
+}
+
+void logprob_head_forward_frozen_ref(float *logp, float *entropy, float *lse, float *g, float *ge, const float *hidden,
+                                     const float *w, const int32_t *targets, int64_t T, int64_t H, int64_t V, float temperature,
+                                     float softcap) {
+    CHECK(g != NULL, "logprob_head_forward_frozen_ref needs g (T, H)");
+    logprob_head_forward_cap_ref(logp, entropy, lse, hidden, w, targets, T, H, V, temperature, softcap);
+    double *z = ref_logits(hidden, w, T, H, V, temperature, softcap);
+#pragma omp parallel
+    {
+        double *a1 = rlc_malloc((size_t)H * sizeof(double)), *a2 = rlc_malloc((size_t)H * sizeof(double));  // (H) each
+#pragma omp for schedule(static)
+        for (int64_t t = 0; t < T; t++) {
+            const double *zr = z + t * V;
+            double ls, ez;
+            ref_row(zr, V, &ls, &ez);
+            for (int64_t h = 0; h < H; h++) a1[h] = a2[h] = 0;
+            for (int64_t v = 0; v < V; v++) {
+                // p_v c_v and p_v (z_v - E z) c_v, c_v = d capped / d logit = 1 - tanh^2
+                double c = 1.0;
+                if (softcap > 0) { double th = zr[v] * (double)temperature / (double)softcap; c = 1.0 - th * th; }
+                const double pc = exp(zr[v] - ls) * c, qc = pc * (zr[v] - ez);
+                for (int64_t h = 0; h < H; h++) { a1[h] += pc * (double)w[v * H + h]; a2[h] += qc * (double)w[v * H + h]; }
+            }
+            const int32_t tg = targets ? targets[t] : -1;
+            double cy = 1.0;
+            if (tg >= 0 && softcap > 0) { double th = zr[tg] * (double)temperature / (double)softcap; cy = 1.0 - th * th; }
+            for (int64_t h = 0; h < H; h++) {
+                g[t * H + h] = tg >= 0 ? (float)((cy * (double)w[(int64_t)tg * H + h] - a1[h]) / (double)temperature) : 0.0f;
+                if (ge) ge[t * H + h] = (float)(-a2[h] / (double)temperature);
+            }
+        }
+        free(a1);
+        free(a2);
+    }
+    free(z);
+}
+
+void logprob_head_backward_frozen_ref(float *dhidden, const float *dlogp, const float *dentropy, const float *g, const float *ge,
+                                      int64_t T, int64_t H) {
+    CHECK(!dentropy || ge, "logprob_head_backward_frozen_ref: dentropy needs ge from the forward");
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t h = 0; h < H; h++) {
+            double d = 0;
+            if (dlogp) d += (double)dlogp[t] * (double)g[t * H + h];
+            if (dentropy) d += (double)dentropy[t] * (double)ge[t * H + h];
+            dhidden[t * H + h] += (float)d;
+        }
 }
 
 // logits (T, V) = hidden (T, H) @ w (V, H)^T

@@ -200,6 +200,11 @@ struct decoder_acts {
     float *hidden;      // (T, H) final_norm(x_final)
     float *head_lse;    // (T) log-prob head lse
     float *head_ent;    // (T) entropy of the forward (spares the backward a pass over the vocabulary)
+    // frozen head (base_frozen: LoRA): the loss-agnostic per-token gradients the forward saves, so that the backward
+    // makes no pass over the vocabulary (logprob_head_forward_frozen). Each allocated (T_max rows) on first use.
+    float *head_g;      // (T_max, H) d logp / d hidden
+    float *head_ge;     // (T_max, H) d entropy / d hidden: only once a forward computed the entropy
+    int have_g, have_ge;
     // backward scratch
     float *dx;          // (T, H) gradient of the residual stream
     float *dh;          // (T, H) gradient of a normed block input
@@ -292,6 +297,8 @@ void decoder_acts_free(decoder_acts *a) {
     if (!a) return;
     rlc_free(a->mem);
     rlc_free(a->lora_mem);
+    rlc_free(a->head_g);
+    rlc_free(a->head_ge);
     for (int i = 0; i < a->split_n; i++) param_set_free(&a->split_g[i]);
     free(a->split_g);
     free(a->la);
@@ -641,6 +648,8 @@ static void acts_rows(decoder_acts *dst, const decoder_acts *a, layer_acts *la, 
     dst->hidden = a->hidden + r0 * d.H;
     dst->head_lse = a->head_lse + r0;
     dst->head_ent = a->head_ent + r0;
+    dst->head_g = a->head_g ? a->head_g + r0 * d.H : NULL;
+    dst->head_ge = a->head_ge ? a->head_ge + r0 * d.H : NULL;
     dst->dx = a->dx + r0 * d.H;
     dst->dh = a->dh + r0 * d.H;
     dst->dhid = a->dhid + r0 * d.H;
@@ -700,7 +709,7 @@ void decoder_forward(decoder_model *m, decoder_acts *a, const decoder_batch *b, 
     if (a) {
         CHECK(T <= a->T_max, "batch of %lld tokens > acts T_max %lld", (long long)T, (long long)a->T_max);
         CHECK(a->cfg.hidden_size == d.H && a->cfg.num_hidden_layers == d.L, "acts built for another config");
-        a->have_forward = a->have_head = 0;
+        a->have_forward = a->have_head = a->have_g = a->have_ge = 0;
         acts_lora(m, a);
         if (st) forward_split(m, a, b, st, np);
         else {
@@ -739,6 +748,51 @@ void decoder_forward(decoder_model *m, decoder_acts *a, const decoder_batch *b, 
     if (hidden) copy_par(hidden, hid, T * d.H);
 }
 
+// Allocate (T_max, H) for *p on first use (the frozen head's saved gradients), counted in a->bytes.
+static float *acts_head_buf(decoder_acts *a, float **p) {
+    if (!*p) {
+        const int64_t n = a->T_max * (int64_t)a->cfg.hidden_size;
+        *p = rlc_alloc((size_t)n * sizeof(float));
+        a->bytes += n * (int64_t)sizeof(float);
+    }
+    return *p;
+}
+
+// The head's forward over T rows: the frozen head's (saving g, ge) when g is given, else the plain one.
+static void head_fwd(const decoder_model *m, float *logp, float *entropy, float *lse, float *g, float *ge, const float *hid,
+                     const int32_t *targets, int64_t T, float temperature) {
+    const dims d = dims_of(m->cfg);
+    if (g)
+        logprob_head_forward_frozen(logp, entropy, lse, g, ge, hid, decoder_lm_head(m), targets, T, d.H, d.V, temperature,
+                                    m->cfg->final_logit_softcapping);
+    else
+        logprob_head_forward_cap(logp, entropy, lse, hid, decoder_lm_head(m), targets, T, d.H, d.V, temperature,
+                                 m->cfg->final_logit_softcapping);
+}
+
+// The head's backward over a's T rows: d(hidden) into a->dhid (zeroed here), d(lm_head) into g_head (NULL: frozen).
+// A frozen head whose forward saved g applies it; an entropy gradient the forward saved no ge for goes through
+// the recomputing backward (dlogp's part stays with g). A trained head always takes the recomputing backward.
+static void head_bwd(const decoder_model *m, decoder_acts *a, float *g_head, const float *dlogp, const float *dentropy,
+                     const int32_t *targets, int64_t T, float temperature) {
+    const dims d = dims_of(m->cfg);
+    zero_par(a->dhid, T * d.H);
+    if (!g_head && a->have_g) {
+        int ent = 0;
+        if (dentropy && !a->have_ge)
+            for (int64_t t = 0; t < T && !ent; t++) ent = dentropy[t] != 0.0f;
+        logprob_head_backward_frozen(a->dhid, dlogp, a->have_ge ? dentropy : NULL, a->head_g, a->have_ge ? a->head_ge : NULL,
+                                     T, d.H);
+        if (ent)
+            logprob_head_backward_cap(a->dhid, NULL, NULL, dentropy, a->have_ent ? a->head_ent : NULL, a->hidden,
+                                      decoder_lm_head(m), targets, a->head_lse, T, d.H, d.V, temperature,
+                                      m->cfg->final_logit_softcapping);
+        return;
+    }
+    logprob_head_backward_cap(a->dhid, g_head, dlogp, dentropy, a->have_ent ? a->head_ent : NULL, a->hidden, decoder_lm_head(m),
+                              targets, a->head_lse, T, d.H, d.V, temperature, m->cfg->final_logit_softcapping);
+}
+
 void decoder_logprob(decoder_model *m, decoder_acts *a, const decoder_batch *b, const int32_t *targets, float temperature,
                    float *logp, float *entropy) {
     dims d = dims_of(m->cfg);
@@ -755,21 +809,29 @@ void decoder_logprob(decoder_model *m, decoder_acts *a, const decoder_batch *b, 
     }
     for (int64_t t = 0; t < b->T; t++)
         CHECK(targets[t] < d.V, "target %d at %lld outside vocab [0, %lld)", targets[t], (long long)t, (long long)d.V);
+    // A training forward (acts) of a frozen head also saves d logp / d hidden (and d entropy / d hidden when the
+    // entropy is computed): the backward is then one multiply-add per token. Inference (a NULL) pays nothing.
+    float *g = NULL, *ge = NULL;
+    if (a && m->base_frozen) {
+        g = acts_head_buf(a, &a->head_g);
+        ge = entropy ? acts_head_buf(a, &a->head_ge) : NULL;
+    }
     int np = 0;
     int *st = split_plan(m, b, 0, &np);
     if (st) {   // one head call per part, each on its own thread
 #pragma omp parallel for schedule(static, 1) num_threads(np)
         for (int k = 0; k < np; k++) {
             const int64_t r0 = b->cu_seqlens[st[k]], n = b->cu_seqlens[st[k + 1]] - r0;
-            logprob_head_forward_cap(logp + r0, entropy ? entropy + r0 : NULL, lse ? lse + r0 : NULL, hid + r0 * d.H,
-                                     decoder_lm_head(m), targets + r0, n, d.H, d.V, temperature, m->cfg->final_logit_softcapping);
+            head_fwd(m, logp + r0, entropy ? entropy + r0 : NULL, lse ? lse + r0 : NULL, g ? g + r0 * d.H : NULL,
+                     ge ? ge + r0 * d.H : NULL, hid + r0 * d.H, targets + r0, n, temperature);
         }
         free(st);
     } else {
-        logprob_head_forward_cap(logp, entropy, lse, hid, decoder_lm_head(m), targets, b->T, d.H, d.V, temperature,
-                                 m->cfg->final_logit_softcapping);
+        head_fwd(m, logp, entropy, lse, g, ge, hid, targets, b->T, temperature);
     }
     if (a) {
+        a->have_g = g != NULL;
+        a->have_ge = ge != NULL;
         a->have_head = 1;
         a->have_ent = entropy != NULL;
         if (entropy) copy_par(a->head_ent, entropy, b->T);
@@ -800,7 +862,6 @@ static void backward_split(decoder_model *m, decoder_acts *a, const decoder_batc
         a->split_n = np - 1;
     }
     int32_t *cu_buf = rlc_malloc(((size_t)b->n_seqs + (size_t)np + 1) * sizeof(int32_t));
-    const float *w_head = decoder_lm_head(m);
 #pragma omp parallel for schedule(static, 1) num_threads(np)
     for (int k = 0; k < np; k++) {
         param_set *g = k == 0 ? grads : &a->split_g[k - 1];
@@ -811,11 +872,9 @@ static void backward_split(decoder_model *m, decoder_acts *a, const decoder_batc
         layer_acts *la = rlc_malloc((size_t)d.L * sizeof(layer_acts));
         acts_rows(&al, a, la, r0);
         if (hs) {
-            memset(al.dhid, 0, (size_t)(pb.T * d.H) * sizeof(float));
-            float *g_head = tied ? param_block(g, 0) : param_block(g, nb - 1) + d.H;
-            logprob_head_backward_cap(al.dhid, g_head, hs->dlogp + r0, hs->dentropy ? hs->dentropy + r0 : NULL,
-                                      a->have_ent ? al.head_ent : NULL, al.hidden, w_head, hs->targets + r0, al.head_lse,
-                                      pb.T, d.H, d.V, hs->temperature, m->cfg->final_logit_softcapping);
+            float *g_head = m->base_frozen ? NULL : tied ? param_block(g, 0) : param_block(g, nb - 1) + d.H;
+            head_bwd(m, &al, g_head, hs->dlogp + r0, hs->dentropy ? hs->dentropy + r0 : NULL, hs->targets + r0, pb.T,
+                     hs->temperature);
         }
         backward_from_hidden(m, &al, &pb, g);
         free(la);
@@ -853,12 +912,9 @@ void decoder_backward(decoder_model *m, decoder_acts *a, const decoder_batch *b,
     }
 
     // head, then the rest
-    zero_par(a->dhid, T * H);
-    const float *w_head = decoder_lm_head(m);
     // a frozen base gets no gradient: only d(hidden) flows, through the base and the side path
     float *g_head = frozen ? NULL : tied ? grad_block(m, grads, 0) : grad_block(m, grads, nb - 1) + H;
-    logprob_head_backward_cap(a->dhid, g_head, dlogp, dentropy, a->have_ent ? a->head_ent : NULL, a->hidden, w_head, targets,
-                              a->head_lse, T, H, d.V, temperature, m->cfg->final_logit_softcapping);
+    head_bwd(m, a, g_head, dlogp, dentropy, targets, T, temperature);
     backward_from_hidden(m, a, b, grads);
 }
 
