@@ -467,6 +467,15 @@ static const char LOGPROB_JSONL[] =
     "{\"input_ids\": [1, 2]}\n"
     "{\"input_ids\": [300, 7, 7, 7, 0, 64]}\n";
 
+// A stand-in environment: answers each request line with the next line of PATH, then runs the handshake.
+static void env_stand_in(rlc_env *env, const char *path) {
+    char cmd[4400];
+    snprintf(cmd, sizeof cmd, "exec 3<'%s'; while IFS= read -r q; do IFS= read -r a <&3 || exit 0; printf '%%s\\n' \"$a\"; done",
+             path);
+    const rlc_env_hello h = {"hermes", "qwen3", -1, 64, 1, 256};
+    rlc_env_start(env, cmd, 20.0, 0, &h);
+}
+
 // An environment's replies (rlc-env/1): a stand-in process answers each request line with the next line of
 // PATH; rlc runs the handshake and a start, step and finish batch of two trajectories through the reply reader.
 static const char ENV_REPLIES[] =
@@ -479,12 +488,8 @@ static const char ENV_REPLIES[] =
     "{\"type\":\"finished\",\"traj\":\"b\",\"score\":null}\n"
     "{\"type\":\"finished\",\"traj\":\"a\",\"score\":1.0,\"pred\":\"72\"}\n";
 static void read_env_replies(void *path) {
-    char cmd[4400];
-    snprintf(cmd, sizeof cmd, "exec 3<'%s'; while IFS= read -r q; do IFS= read -r a <&3 || exit 0; printf '%%s\\n' \"$a\"; done",
-             (const char *)path);
     rlc_env env;
-    const rlc_env_hello h = {"hermes", "qwen3", -1, 64, 1, 256};
-    rlc_env_start(&env, cmd, 20.0, 0, &h);
+    env_stand_in(&env, path);
     const char *traj[2] = {"a", "b"};
     const char *const batches[3][3] = {{"{\"type\":\"start\",\"traj\":\"%s\"}", "started"},
                                        {"{\"type\":\"step\",\"traj\":\"%s\",\"tool_calls\":[]}", "observation"},
@@ -513,12 +518,8 @@ static const char ENV_STARTED[] =
     "1.0}},\"required\":[\"expression\"]}}}],\"append_to_user\":\" Use the tool.\"}\n"
     "{\"type\":\"started\",\"traj\":\"b\",\"tools\":null,\"append_to_user\":\" (b)\"}\n";
 static void read_env_started(void *path) {
-    char cmd[4400];
-    snprintf(cmd, sizeof cmd, "exec 3<'%s'; while IFS= read -r q; do IFS= read -r a <&3 || exit 0; printf '%%s\\n' \"$a\"; done",
-             (const char *)path);
     rlc_env env;
-    const rlc_env_hello h = {"hermes", "qwen3", -1, 64, 1, 256};
-    rlc_env_start(&env, cmd, 20.0, 0, &h);
+    env_stand_in(&env, path);
     const char *traj[2] = {"a", "b"};
     const char *req[2] = {"{\"type\":\"start\",\"traj\":\"a\"}", "{\"type\":\"start\",\"traj\":\"b\"}"};
     const char *exp[2] = {"started", "started"};
