@@ -5,7 +5,9 @@
 //     the bf16 base (param_bf16, LoRA's default storage), and full fine-tuning. The three alternate step by step, so
 //     a shared machine's load falls on all of them alike. Reports tokens/s, the LoRA/full ratios, the
 //     optimizer-state bytes, and the peak RSS before and after the full fine-tuning state exists;
-//   - ref: the reference log-prob pass as the same model with adapters off: tokens/s and the bytes it allocates (0);
+//   - ref: the reference log-prob pass as the same model with adapters off: tokens/s and the peak memory it adds
+//     after the adapters-on log-prob pass that precedes it in a step (old_log_prob), which sizes the inference
+//     workspace both use: 0 bytes, no weight copy;
 //   - decode: the rollout engine decoding --decode-seqs sequences of --new tokens, fp32 base: plain model, the
 //     unmerged rank-r side path, merged weights (lora.merge); bf16 base read in place: plain and side path. The
 //     variants alternate run by run; tokens/s and the side path's ratio to plain on the same base;
@@ -186,14 +188,17 @@ int main(int argc, char **argv) {
     time_update(&el, &b, &loss_l);   // warm-up
     time_update(&el16, &b, &loss_l16);
     const int64_t state_lora = 3 * ll.pl.numel * (int64_t)sizeof(float);
-    // ref = adapters off: the same model and buffers, nothing allocated
-    decoder_lora_enable(&m, 0);
-    const int64_t rss0 = rlc_peak_rss();
+    // ref = adapters off: the same model and buffers, nothing allocated beyond what the adapters-on log-prob pass
+    // before it (a step's old_log_prob) sized
     double *tr = malloc((size_t)steps * sizeof(double));
     float *lp = malloc((size_t)T * 4);
     int32_t *pos = malloc((size_t)T * 4);
     decoder_batch db = {.T = T, .n_seqs = seqs, .tokens = tok, .cu_seqlens = cu, .pos = pos};
     decoder_batch_positions(&db);
+    decoder_forward(&m, NULL, &db, NULL);
+    decoder_logprob(&m, NULL, &db, tgt, 1.0f, lp, NULL);
+    decoder_lora_enable(&m, 0);
+    const int64_t rss0 = rlc_peak_rss();
     for (int i = 0; i < steps; i++) {
         double t0 = rlc_now();
         decoder_forward(&m, NULL, &db, NULL);
@@ -251,7 +256,7 @@ int main(int argc, char **argv) {
            t_full / t_lora, t_full / t_lora16, ceil_gf, 100 * 4 * P * T / t_lora / 1e9 / ceil_gf, 100 * 6 * P * T / t_full / 1e9 / ceil_gf);
     printf("memory  peak RSS %.2f GiB before the full fine-tuning state exists, %.2f GiB after\n", rss_lora / 1073741824.0,
            rlc_peak_rss() / 1073741824.0);
-    printf("ref     adapters off: %8.1f tokens/s, %lld bytes of extra peak memory\n", T / t_ref, (long long)ref_extra);
+    printf("ref     adapters off: %8.1f tokens/s, %lld bytes of peak memory beyond the adapters-on log-prob pass\n", T / t_ref, (long long)ref_extra);
     printf("decode  [%d seqs x %d tokens, ckpt %s]", dseqs, new_tokens, decoder_ckpt_name(ec.ckpt));
     for (int k = 0; k < D_N; k++) printf("%s %s %.1f", k ? " |" : "", dname[k], dmed[k]);
     printf(" tokens/s\n");

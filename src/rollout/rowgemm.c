@@ -371,6 +371,13 @@ static int64_t split_next(split_range *rg, int nt, int t) {
     }
 }
 
+// The slab's rows of B (rw x r, 4 KiB at rank 32) are requested before its product: read cold after the product
+// they stall on memory latency, a few hundred ns per slab, which cost the 8-sequence decode of Qwen3-0.6B ~3%
+// of its speed; prefetched, they arrive while the slab's (rw, C) weights stream.
+static inline void lora_b_prefetch(const float *p, int64_t n) {
+    for (int64_t i = 0; i < n; i += 16) __builtin_prefetch(p + i, 0, 3);
+}
+
 // Rows of A per unit of the side path's first phase: u (T, r) of each LoRA output splits into r / LORA_ROWS units.
 #define LORA_ROWS 8
 
@@ -435,6 +442,7 @@ static int64_t split_next(split_range *rg, int nt, int t) {
                 const rowgemm_out *q = &outs[j];                                                               \
                 const int64_t o0 = (s - first[j]) * SLAB;                                                      \
                 const int rw = (int)(q->OC - o0 < SLAB ? q->OC - o0 : SLAB);                                   \
+                if (q->lora_a) lora_b_prefetch(q->lora_b + o0 * q->lora_r, (int64_t)rw * q->lora_r);            \
                 SLABFN(q->out + o0, q->ldo, xp, ldx, q->WF + o0 * C, T, C, rw, q->bias ? q->bias + o0 : NULL,  \
                        accumulate);                                                                            \
                 if (q->lora_a)                                                                                 \
