@@ -157,6 +157,22 @@ int64_t decoder_acts_bytes_for(const model_config *cfg, int64_t T_max, ckpt_mode
     return bytes;
 }
 
+// Floats of the side path's buffer for rank r: the saved u of every layer (mode none) or of the one layer the
+// backward recomputes at a time, each (LORA_NPROJ, T_max*r), then du (T_max*r).
+static int64_t acts_lora_numel(const model_config *cfg, int64_t T_max, ckpt_mode mode, int64_t r) {
+    const int64_t nl = mode == CKPT_NONE ? cfg->num_hidden_layers : 1;
+    return nl * (LORA_NPROJ * T_max * r) + T_max * r;
+}
+
+int64_t decoder_acts_bytes_for_lora(const model_config *cfg, int64_t T_max, ckpt_mode mode, int lora_rank) {
+    CHECK(lora_rank >= 0, "lora_rank=%d", lora_rank);
+    int64_t bytes = decoder_acts_bytes_for(cfg, T_max, mode);
+    if (lora_rank == 0) return bytes;
+    bytes += acts_lora_numel(cfg, T_max, mode, lora_rank) * (int64_t)sizeof(float);   // lora_mem (dec_acts_lora)
+    bytes += 2 * T_max * (int64_t)cfg->hidden_size * (int64_t)sizeof(float);         // head_g, head_ge
+    return bytes;
+}
+
 decoder_acts *decoder_acts_new(const model_config *cfg, int64_t T_max, ckpt_mode mode) {
     CHECK(T_max >= 1, "T_max=%lld", (long long)T_max);
     CHECK(mode == CKPT_NONE || mode == CKPT_SELECTIVE || mode == CKPT_FULL, "mode=%d", (int)mode);
@@ -191,8 +207,8 @@ const float *decoder_acts_dhidden(const decoder_acts *a) { return a->dhid; }
 void dec_acts_lora(const decoder_model *m, decoder_acts *a) {
     a->lora_fwd = lora_active(m);
     if (!a->lora_fwd) return;
-    const int64_t r = m->lora->rank, per = LORA_NPROJ * a->T_max * r, nl = a->mode == CKPT_NONE ? a->cfg.num_hidden_layers : 1;
-    const int64_t need = nl * per + a->T_max * r;
+    const int64_t r = m->lora->rank, per = LORA_NPROJ * a->T_max * r;
+    const int64_t need = acts_lora_numel(&a->cfg, a->T_max, a->mode, r);
     if (need > a->lora_numel) {
         rlc_free(a->lora_mem);
         a->bytes += (need - a->lora_numel) * (int64_t)sizeof(float);
