@@ -1,4 +1,4 @@
-// test_decoder_split.c: the decoder's sequence split (decoder.c: a packed batch cut at sequence boundaries, one
+// test_decoder_split.c: the decoder's sequence split (decoder_split.c: a packed batch cut at sequence boundaries, one
 // part per thread through every layer, private weight gradients summed in part order) against the kernel-threaded
 // path of the same decoder, on every family's layer form (Qwen3 q/k norms, Qwen2 biases, Gemma 3 sandwich norms,
 // GeGLU, sliding windows and soft-capping), each checkpoint mode, tied and untied heads: hidden states, log-probs,

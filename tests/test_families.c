@@ -93,7 +93,7 @@ static void check_internal(case_data *cd, decoder_model *m, run_out *o_none) {
         decoder_layer_out(m, l, x, att, T);
     }
     decoder_final_norm(m, hid, x, T);
-    // the pieces run the batch whole: against the forward with the sequence split off (decoder.c)
+    // the pieces run the batch whole: against the forward with the sequence split off (decoder_split.c)
     float *whole = malloc((size_t)(T * H) * 4);
     const int rs = m->be->row_split;
     m->be->row_split = -1;

@@ -313,6 +313,12 @@ static void test_bf16_base(case_data *cd) {
             decoder_forward(&m, a, &cd->b, NULL);
             decoder_logprob(&m, a, &cd->b, cd->targets, cd->lc->temperature, o[k].logp, o[k].ent);
             decoder_backward(&m, a, &cd->b, cd->targets, cd->lc->temperature, cd->dlogp, cd->dent, NULL);
+            // the size query counts what the acts allocated on first use: the side path's u, du, the head's g, ge
+            const int64_t want = decoder_acts_bytes_for_lora(&cd->cfg, cd->T, (ckpt_mode)mode, cd->ll.rank);
+            if (k == 0)
+                TL_CHECK(decoder_acts_bytes(a) == want && want > decoder_acts_bytes_for(&cd->cfg, cd->T, (ckpt_mode)mode),
+                         "%s: acts bytes with adapters (ckpt %s): %lld held, %lld from the size query", nm,
+                         decoder_ckpt_name((ckpt_mode)mode), (long long)decoder_acts_bytes(a), (long long)want);
             decoder_acts_free(a);
             decoder_model_free(&m);
         }

@@ -1,4 +1,4 @@
-// test_model.c: the Qwen3 transformer (src/model/decoder.c) against the PyTorch reference (tests/py/qwen3_ref.py,
+// test_model.c: the Qwen3 transformer (src/model/decoder*.c) against the PyTorch reference (tests/py/qwen3_ref.py,
 // float64 autograd) at random small configs, plus internal consistency: packed == alone, the inference path
 // == the training path, checkpoint modes none/selective/full give the same gradients, gradients accumulate,
 // the rollout's per-layer pieces compose to the forward, and the `rlc logprob` CLI equals the API.
@@ -66,7 +66,7 @@ static float *get_block_copy(void *ctx, int block) {
 }
 static void check_block_seam(case_data *cd, decoder_model *m, run_out *o_none) {
     (void)o_none;
-    // the seam keeps the batch whole (decoder.c, "sequence split"): the reference is the whole path too
+    // the seam keeps the batch whole (decoder_split.c): the reference is the whole path too
     run_out whole;
     const int rs = m->be->row_split;
     m->be->row_split = -1;
@@ -130,7 +130,7 @@ static void check_internal(case_data *cd, decoder_model *m, run_out *o_none) {
             decoder_layer_out(m, l, x, att, T);
         }
         decoder_final_norm(m, hid, x, T);
-        // the pieces run the batch whole: against the forward with the sequence split off (decoder.c)
+        // the pieces run the batch whole: against the forward with the sequence split off (decoder_split.c)
         float *whole = malloc((size_t)(T * H) * 4);
         const int rs = m->be->row_split;
         m->be->row_split = -1;

@@ -5,7 +5,7 @@
 
 typedef struct {
     int n_threads;            // OpenMP + BLAS threads (>= 1)
-    // How the decoder spreads a packed batch over the threads (decoder.c, "sequence split"): 0 = automatic (small
+    // How the decoder spreads a packed batch over the threads (decoder_split.c): 0 = automatic (small
     // models: each thread runs whole sequences through every layer, with single-threaded kernels and sgemm);
     // -1 = never (each kernel and sgemm threaded on its own); 1 = whenever there are enough sequences (tests).
     int row_split;

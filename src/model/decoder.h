@@ -81,6 +81,13 @@ int64_t decoder_acts_bytes(const decoder_acts *a);   // bytes held, for the memo
 // The bytes decoder_acts_new(cfg, T_max, mode) would hold, without allocating (saved activations plus the
 // backward's scratch; excludes the weights and gradients).
 int64_t decoder_acts_bytes_for(const model_config *cfg, int64_t T_max, ckpt_mode mode);
+// The same for acts used with adapters of rank lora_rank attached and on (0: none): plus what the acts allocate on
+// first use then, the side path's saved u (T_max, r) per adapted projection and its backward scratch, and the frozen
+// head's saved d logp / d hidden and d entropy / d hidden (T_max, H) each. decoder_acts_bytes reaches it after a
+// forward with the side path on and a log-prob pass with entropy. Neither figure counts the sequence split's private
+// gradients (a parameter set per extra thread, models without adapters only), which decoder_acts_bytes counts once
+// a split backward has allocated them.
+int64_t decoder_acts_bytes_for_lora(const model_config *cfg, int64_t T_max, ckpt_mode mode, int lora_rank);
 const char *decoder_ckpt_name(ckpt_mode mode);            // "none" | "selective" | "full"
 int decoder_ckpt_parse(const char *s, ckpt_mode *mode);  // 0 on success, -1 for an unknown name
 // After decoder_backward: d loss / d hidden (T, H) of the final-normed hidden states (for tests).
